@@ -1,0 +1,34 @@
+# Two entry points: `make run` (the default cascade) and `make test` (the suite).
+# Both create .venv and install everything the project needs, system packages included.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export CASCADE_HOME ?= $(CURDIR)/.cascade
+export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cascade/torch_extensions
+
+.PHONY: setup run test test-fast clean ui
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh $(VENV)
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/cascade run
+
+test: setup
+	$(VENV)/bin/python -m pytest -q -rs --durations=15
+
+test-fast: setup
+	$(VENV)/bin/python -m pytest -q -m "not slow"
+
+ui: setup
+	DAGSTER_HOME=$(CASCADE_HOME)/dagster $(VENV)/bin/dagster dev -m dagster_project.definitions
+
+clean:
+	rm -rf $(CASCADE_HOME)

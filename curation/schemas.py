@@ -1,0 +1,120 @@
+"""Canonical row schemas, one per domain.
+
+Every source is mapped onto one of these pyarrow schemas before anything else touches it,
+so curation, rewards and the trainer agree on column names. Every row keeps `source` (the
+recipe's source name) and a stable `row_id` (derived from content, so it survives re-reads).
+
+Nested or heterogeneous values (code tests, IFEval kwargs, tool signatures, chat messages)
+are stored as JSON strings: they stay readable in any parquet viewer and hash stably.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+STR = pa.string()
+STR_LIST = pa.list_(pa.string())
+
+_COMMON = [pa.field("row_id", STR, nullable=False), pa.field("source", STR, nullable=False)]
+
+
+def _schema(*fields: pa.Field) -> pa.Schema:
+    return pa.schema(_COMMON + list(fields))
+
+
+# Required fields are nullable=False; optional ones may be null.
+DOMAIN_SCHEMAS: dict[str, pa.Schema] = {
+    # General chat: parallel thinking / non-thinking responses for one prompt.
+    "chat": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("think_response", STR),  # "<reasoning>" text, without <think> tags
+        pa.field("no_think_response", STR),
+        pa.field("answer", STR),  # final answer of the think response, when separate
+        pa.field("ground_truth", STR),  # e.g. an MCQ letter responses must agree with
+    ),
+    "math": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("answer", STR, nullable=False),  # reference answer (LaTeX or plain)
+        pa.field("think_response", STR),
+        pa.field("no_think_response", STR),
+    ),
+    # tests: JSON string, format documented in rewards/code.py (kind=stdio | assert).
+    "code": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("tests", STR, nullable=False),
+        pa.field("solution", STR),
+        pa.field("think_response", STR),
+        pa.field("no_think_response", STR),
+    ),
+    "science": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("answer", STR, nullable=False),
+        pa.field("think_response", STR),
+        pa.field("no_think_response", STR),
+    ),
+    # IFEval taxonomy: kwargs is a JSON list of dicts, one per instruction id.
+    "instruction": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("instruction_id_list", STR_LIST, nullable=False),
+        pa.field("kwargs", STR, nullable=False),
+        pa.field("think_response", STR),
+        pa.field("no_think_response", STR),
+    ),
+    # tools: JSON list of function signatures; response contains <tool_call> blocks.
+    "tool": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("tools", STR, nullable=False),
+        pa.field("think_response", STR),
+        pa.field("no_think_response", STR),
+    ),
+    # candidate_patches: teacher patches to be scored against golden_patch (SFT/RL split).
+    "swe": _schema(
+        pa.field("repo", STR, nullable=False),
+        pa.field("base_commit", STR, nullable=False),
+        pa.field("issue", STR, nullable=False),
+        pa.field("code_context", STR, nullable=False),
+        pa.field("golden_patch", STR, nullable=False),
+        pa.field("candidate_patches", STR_LIST),
+    ),
+    "preference": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("chosen", STR, nullable=False),
+        pa.field("rejected", STR, nullable=False),
+    ),
+}
+
+DOMAINS = tuple(DOMAIN_SCHEMAS)
+
+# Formatted SFT rows (output of chat formatting, input of the SFT trainer).
+SFT_SCHEMA = pa.schema(
+    [
+        pa.field("row_id", STR, nullable=False),
+        pa.field("source", STR, nullable=False),
+        pa.field("domain", STR, nullable=False),
+        pa.field("mode", STR, nullable=False),  # "think" | "no_think"
+        pa.field("messages", STR, nullable=False),  # JSON [{"role", "content"}], suffixes applied
+        pa.field("text", STR, nullable=False),  # the full ChatML rendering
+    ]
+)
+
+# RL prompt sets: the columns every verifier reads (absent ones are null).
+RL_SCHEMA = pa.schema(
+    [
+        pa.field("row_id", STR, nullable=False),
+        pa.field("source", STR, nullable=False),
+        pa.field("domain", STR, nullable=False),
+        pa.field("mode", STR, nullable=False),  # "think" | "no_think"
+        pa.field("prompt", STR, nullable=False),  # the user message, without mode suffix
+        pa.field("answer", STR),
+        pa.field("tests", STR),
+        pa.field("instruction_id_list", STR_LIST),
+        pa.field("kwargs", STR),
+        pa.field("golden_patch", STR),
+        pa.field("code_context", STR),
+    ]
+)
+
+
+def required_fields(domain: str) -> list[str]:
+    """Canonical fields a row of `domain` must have (non-null, non-empty)."""
+    return [f.name for f in DOMAIN_SCHEMAS[domain] if not f.nullable and f.name not in ("row_id", "source")]

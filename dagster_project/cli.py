@@ -1,0 +1,54 @@
+"""`cascade` command line: one entry point, subcommands registered by each package.
+
+Each package contributes a `register(subparsers)` function in its own `cli.py`; handlers
+import heavy libraries (torch, transformers, dagster) only when they run, so `cascade --help`
+starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Modules that contribute subcommands, in help order.
+_COMMAND_MODULES = (
+    "dagster_project.commands",  # run, status, lineage
+    "curation.cli",  # decontam
+    "rewards.cli",  # verify
+    "sandboxes.cli",  # sandbox
+    "trainer.cli",  # train
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cascade", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # noqa: BLE001 - the CLI reports, it does not dump tracebacks
+        from dagster_project.recipe import RecipeError
+
+        if isinstance(err, (RecipeError, FileNotFoundError, ValueError)):
+            print(f"cascade {args.command}: error: {err}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
