@@ -25,11 +25,12 @@ def _schema(*fields: pa.Field) -> pa.Schema:
 # Required fields are nullable=False; optional ones may be null.
 DOMAIN_SCHEMAS: dict[str, pa.Schema] = {
     # General chat: parallel thinking / non-thinking responses for one prompt.
+    # Responses are full assistant texts: think_response = "<think>...</think>answer",
+    # no_think_response has no think block (same convention in every domain below).
     "chat": _schema(
         pa.field("prompt", STR, nullable=False),
-        pa.field("think_response", STR),  # "<reasoning>" text, without <think> tags
+        pa.field("think_response", STR),
         pa.field("no_think_response", STR),
-        pa.field("answer", STR),  # final answer of the think response, when separate
         pa.field("ground_truth", STR),  # e.g. an MCQ letter responses must agree with
     ),
     "math": _schema(
