@@ -1,0 +1,110 @@
+"""evaluate_checkpoint on the tiny model with fake rewards: shape, determinism, alignment, stats."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pytest
+
+from rewards.base import Reward, RewardResult
+from trainer.evaluate import EvalSet, evaluate_checkpoint, render_prompts, results_table, score_completions
+
+PROMPTS = ["What is 3 plus 4?", "Add 10 and 20, then subtract 5 from the result please.", "Hi", "What is 7 minus 2?"]
+
+
+def _table(answers: list[str | None]) -> pa.Table:
+    n = len(answers)
+    return pa.table({"row_id": [f"r{i}" for i in range(n)], "prompt": PROMPTS[:n], "answer": answers})
+
+
+class RecordingReward(Reward):
+    """Scores 1 when the row's answer is "1", None when it is missing; records what it saw."""
+
+    name, version = "recording", "1"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list, list[str], dict]] = []
+
+    def _score_batch(self, prompts, completions, columns):
+        self.calls.append((list(prompts), list(completions), columns))
+        out = []
+        for answer in columns["answer"]:
+            if answer is None:
+                out.append(RewardResult(None, "not_applicable"))
+            else:
+                out.append(RewardResult(float(answer == "1"), "correct" if answer == "1" else "wrong_answer"))
+        return out
+
+
+def test_render_prompts_uses_mode_suffix_and_default_system():
+    think, no_think = render_prompts(["2+2?"], "think")[0], render_prompts(["2+2?"], "no_think")[0]
+    assert "You are a helpful and harmless assistant." in think
+    assert "2+2? /think<|im_end|>" in think and "2+2? /no_think<|im_end|>" in no_think
+    assert think.endswith("<|im_start|>assistant\n")
+
+
+def test_score_completions_mean_stderr_and_none_excluded():
+    reward = RecordingReward()
+    result = score_completions(EvalSet(_table(["1", "0", None, "1"]), reward), ["a", "b", "c", "d"])
+    scores = [1.0, 0.0, 1.0]
+    mean = sum(scores) / 3
+    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / 3)
+    assert result["n"] == 3
+    assert result["score"] == pytest.approx(mean)
+    assert result["stderr"] == pytest.approx(std / math.sqrt(3))
+    assert result["reasons"] == {"correct": 2, "wrong_answer": 1, "not_applicable": 1}
+    prompts, completions, columns = reward.calls[0]
+    assert prompts == PROMPTS and completions == ["a", "b", "c", "d"] and columns["answer"] == ["1", "0", None, "1"]
+
+
+@pytest.fixture(scope="module")
+def lively_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model with larger random weights, so greedy outputs depend on the prompt."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() > 1:
+                param.normal_(0.0, 0.5)
+    out = tmp_path_factory.mktemp("lively")
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(out)
+    return out
+
+
+def test_evaluate_checkpoint_tiny_model(lively_model_dir):
+    tiny_model_dir = lively_model_dir
+    math_reward, other_reward = RecordingReward(), RecordingReward()
+    sets = {
+        "math": EvalSet(_table(["1", "0", "1", "0"]), math_reward),
+        "ifeval": EvalSet(_table(["1", "1", "0"]), other_reward, modes=("no_think",)),
+    }
+    kwargs = dict(max_new_tokens=8, seed=0)
+    batched = evaluate_checkpoint(tiny_model_dir, sets, batch_size=3, **kwargs)
+    assert set(batched) == {"math", "ifeval"}
+    assert set(batched["math"]) == {"think", "no_think"} and set(batched["ifeval"]) == {"no_think"}
+    assert batched["math"]["think"]["score"] == pytest.approx(0.5) and batched["math"]["think"]["n"] == 4
+    assert batched["ifeval"]["no_think"]["score"] == pytest.approx(2 / 3)
+    # The reward got one completion per row, aligned with its prompt and answer columns.
+    prompts, completions, columns = math_reward.calls[0]
+    assert prompts == PROMPTS and columns["answer"] == ["1", "0", "1", "0"] and len(completions) == 4
+    think_completions = completions
+    assert len(set(think_completions)) > 1  # prompt-dependent outputs, so alignment is checked
+    no_think_completions = math_reward.calls[1][1]
+    assert think_completions != no_think_completions  # the mode suffix reaches the model
+
+    # Greedy decoding: unbatched, in another order of calls, the completions are the same.
+    again = RecordingReward()
+    evaluate_checkpoint(tiny_model_dir, {"math": EvalSet(_table(["1", "0", "1", "0"]), again)},
+                        modes=("think",), batch_size=1, **kwargs)
+    assert again.calls[0][1] == think_completions
+    assert "math" in results_table(batched) and "no_think" in results_table(batched)
+
+
+def test_evaluate_checkpoint_rejects_unknown_mode(tiny_model_dir):
+    with pytest.raises(ValueError, match="mode"):
+        evaluate_checkpoint(tiny_model_dir, {}, modes=("fast",))
