@@ -1,1 +1,59 @@
-"""placeholder"""
+"""Isolated execution of untrusted Python (model-written code) for the code verifier.
+
+What: `run_python(code, stdin, limits) -> SandboxResult` runs one program in a fresh
+sandbox and returns a verdict (`status` in ok, error, timeout, memory_limit, output_limit,
+sandbox_error) plus exit code, capped stdout/stderr and wall time. `SandboxPool` runs many
+jobs in parallel (one worker per core by default). `cascade sandbox FILE.py` is the CLI.
+
+Why this design (layers, each catching what the one before misses):
+
+1. bubblewrap namespaces: new pid, net, ipc, uts and cgroup namespaces. The network
+   namespace only has a loopback, so nothing reaches the host (outbound connections from
+   this machine may *appear* to succeed, so a firewall is not enough). The filesystem is
+   an empty tmpfs root with read-only binds of /usr and of the Python install only (not
+   /root, not the repository, not the host /tmp), a private size-capped tmpfs as working
+   directory, the program mounted read-only, a cleared environment. `--die-with-parent`
+   plus the pid namespace mean that when the sandbox's init dies every process inside
+   dies, daemons and double forks included.
+   We list the namespaces instead of `--unshare-all` on purpose: as root, `--unshare-all`
+   also creates a user namespace in which only uid 0 is mapped, which makes dropping to
+   an unprivileged uid impossible, and an unprivileged uid is the point of layer 2.
+2. An unprivileged uid per concurrent slot (`setpriv`, uids 60000+slot, all capabilities
+   and the bounding set dropped, no_new_privs). RLIMIT_NPROC is not enforced for root,
+   so without this a fork bomb is unbounded; a per-slot uid also makes "kill everything
+   this program started" exact: after every run we sweep the slot's uid. Slots are
+   claimed with `flock` on files in a lock directory, so several processes (pytest, the
+   trainer, the CLI) never share a uid at the same time and a sweep never hits a
+   neighbour's program.
+3. rlimits via `prlimit` (address space, CPU seconds, file size, open files, processes)
+   and a wall-clock deadline enforced by the parent, which kills the sandbox's process
+   group (its init takes the namespace down) and then sweeps the uid.
+4. seccomp (libseccomp through ctypes, compiled to BPF and handed to bwrap's
+   `--seccomp`): sockets other than AF_UNIX, ptrace, process_vm_*, mount, unshare/setns,
+   namespace-creating clone flags, keyring, bpf, perf, io_uring, kexec, modules, reboot
+   all fail with EPERM. Skipped (recorded in `detail`) if libseccomp is missing.
+5. Output is read with caps: a flood is killed and reported as `output_limit`.
+
+Verdicts never come from text the program controls: `ok` means exit code 0 of a run we
+did not have to kill. The stderr is only used to *label* a failure (MemoryError ->
+memory_limit); no text can turn a failure into `ok`. Sandbox failures (bwrap missing,
+bwrap refused to start) are `sandbox_error` and are decided by bwrap's own JSON status
+channel (`--json-status-fd`), which the program cannot write to, plus a once-per-process
+self test, so a program cannot pretend to be an infrastructure failure.
+
+Requires root (to switch to the slot uids) and the Debian package `bubblewrap`
+(scripts/setup.sh installs it); otherwise every run is a `sandbox_error` with a message
+that says what is missing.
+"""
+
+from sandboxes.core import SandboxLimits, SandboxResult, run_python, sandbox_available
+from sandboxes.pool import SandboxJob, SandboxPool
+
+__all__ = [
+    "SandboxJob",
+    "SandboxLimits",
+    "SandboxPool",
+    "SandboxResult",
+    "run_python",
+    "sandbox_available",
+]
