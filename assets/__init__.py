@@ -1,1 +1,53 @@
-"""placeholder"""
+"""Dagster wiring: the recipe becomes software-defined assets; no algorithms live here.
+
+Graph (asset key prefixes are UI groups):
+  sources/file_*         observable raw files, versioned by content hash
+  sources/raw_*          canonical rows + quarantine             (curation.sources)
+  benchmarks/bench_*     benchmark text / held-out eval sets     (curation.sources)
+  curated/clean_*        decontaminated + deduplicated sources   (curation.decontam, .dedup)
+  corpora/*_data         SFT stage blends, reward-model pairs    (curation.blends)
+  corpora/*_prompts      RL prompt sets, disjoint from SFT and earlier stages (curation.prompts)
+  checkpoints/*          base_model → sft stages → reward_model → RL stages  (trainer, rewards)
+  evals/eval_*           every checkpoint on every domain; evals/forgetting_matrix
+
+Each asset calls one library function, writes under `$CASCADE_HOME/<kind>/<asset>/<version>/`,
+and reports `path`, `data_version`, counts and lineage as metadata. Data versions are content
+hashes (datasets) or input hashes (checkpoints), so staleness follows content, not runs.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.checkpoints import build_checkpoint_assets
+from assets.checks import build_data_checks
+from assets.common import SOURCES, WorkTimer
+from assets.corpora import build_corpus_assets
+from assets.evals import build_eval_assets
+from assets.sources import build_source_assets
+from dagster_project.recipe import Recipe
+
+MAIN_JOB, OBSERVE_JOB = "cascade", "observe_sources"
+
+
+def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Definitions:
+    """All assets, checks and jobs of a recipe."""
+    timer = timer or WorkTimer()
+    source_defs = build_source_assets(recipe, timer)
+    corpus_defs = build_corpus_assets(recipe, timer)
+    ckpt_defs = build_checkpoint_assets(recipe, timer)
+    eval_defs, eval_checks = build_eval_assets(recipe, timer)
+    observables = [d for d in source_defs if isinstance(d, dg.SourceAsset) or getattr(d, "is_observable", False)]
+    jobs = [
+        dg.define_asset_job(MAIN_JOB, selection=dg.AssetSelection.all(), description=f"Materialize recipe {recipe.name!r}."),
+        dg.define_asset_job(OBSERVE_JOB, selection=dg.AssetSelection.keys(*[o.key for o in observables]),
+                            description="Re-hash the raw source files (a swapped file makes its downstream stale)."),
+    ]
+    observe_schedule = dg.ScheduleDefinition(name="observe_sources_hourly", job_name=OBSERVE_JOB, cron_schedule="0 * * * *")
+    return dg.Definitions(
+        assets=[*source_defs, *corpus_defs, *ckpt_defs, *eval_defs],
+        asset_checks=[*build_data_checks(recipe), *eval_checks],
+        jobs=jobs,
+        schedules=[observe_schedule],
+        metadata={"recipe": recipe.name, "sources_group": SOURCES},
+    )

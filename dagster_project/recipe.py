@@ -309,6 +309,8 @@ def format_validation_error(err: ValidationError) -> str:
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        if loc and isinstance(e.get("input"), (str, int, float, bool)):
+            msg += f" (got {e['input']!r})"
         lines.append(f"{loc}: {msg}" if loc else msg)
     return "invalid recipe:\n  " + "\n  ".join(lines)
 

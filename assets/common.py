@@ -1,0 +1,131 @@
+"""Shared wiring for the asset factories: where things live, how versions and upstream
+paths are found, and how library results become Dagster metadata.
+
+Every asset writes its output under `$CASCADE_HOME/<kind>/<asset>/<version>/` and reports
+that folder as the `path` metadata of its materialization; a downstream asset reads the
+upstream folder from the latest materialization in the Dagster instance, and the lineage
+records (manifest.json / lineage.json) carry the same paths so audits work without Dagster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import dagster as dg
+
+from dagster_project.recipe import REPO_ROOT, cascade_home
+
+# Asset key prefixes (groups in the UI).
+SOURCES, BENCHMARKS, CURATED, CORPORA, CHECKPOINTS, EVALS = (
+    "sources", "benchmarks", "curated", "corpora", "checkpoints", "evals",
+)
+
+
+def data_root() -> Path:
+    return cascade_home() / "data"
+
+
+def checkpoint_root() -> Path:
+    return cascade_home() / "checkpoints"
+
+
+def stable_hash(value: Any, length: int = 16) -> str:
+    """blake2b over canonical JSON: the same config always gives the same version."""
+    blob = json.dumps(value, sort_keys=True, default=str, separators=(",", ":")).encode()
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()[:length]
+
+
+_CODE_HASHES: dict[tuple[str, ...], str] = {}
+
+
+def code_hash(*packages: str) -> str:
+    """Hash of the source files of the given packages: editing the library makes its
+    assets stale, exactly as editing their recipe config does."""
+    key = tuple(sorted(packages))
+    if key not in _CODE_HASHES:
+        h = hashlib.blake2b(digest_size=8)
+        for pkg in key:
+            for f in sorted((REPO_ROOT / pkg).rglob("*.py")):
+                h.update(str(f.relative_to(REPO_ROOT)).encode())
+                h.update(f.read_bytes())
+        _CODE_HASHES[key] = h.hexdigest()
+    return _CODE_HASHES[key]
+
+
+def code_version(packages: Sequence[str], config: Any) -> str:
+    """Dagster code_version of an asset: library code + the recipe slice it depends on."""
+    return f"{code_hash(*packages)}-{stable_hash(config, 8)}"
+
+
+def key(prefix: str, name: str) -> dg.AssetKey:
+    return dg.AssetKey([prefix, name])
+
+
+def latest_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> dict[str, Any]:
+    """Metadata of an asset's latest materialization (or observation, for sources)."""
+    event = instance.get_latest_materialization_event(asset_key)
+    if event is None or event.asset_materialization is None:
+        raise dg.Failure(f"upstream asset {asset_key.to_user_string()} has not been materialized")
+    return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+
+def upstream_path(context: dg.AssetExecutionContext, asset_key: dg.AssetKey) -> Path:
+    return Path(latest_metadata(context.instance, asset_key)["path"])
+
+
+def upstream_ref(context: dg.AssetExecutionContext, asset_key: dg.AssetKey) -> dict[str, str]:
+    """{asset, data_version, path} of an upstream asset, as recorded in lineage files."""
+    meta = latest_metadata(context.instance, asset_key)
+    return {"asset": asset_key.path[-1], "data_version": str(meta["data_version"]), "path": str(meta["path"])}
+
+
+def preview_markdown(rows: list[dict[str, Any]], limit: int = 5, width: int = 60) -> str:
+    """A small markdown table for the UI (first rows, long cells cut)."""
+    if not rows:
+        return "_empty_"
+    cols = list(rows[0])
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in rows[:limit]:
+        cells = []
+        for c in cols:
+            text = str(row.get(c, "")).replace("\n", " ").replace("|", "\\|")
+            cells.append(text if len(text) <= width else text[: width - 1] + "…")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def dataset_metadata(manifest: dict[str, Any], preview: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Row counts, drop reasons and a preview: what a user checks first in the UI."""
+    meta: dict[str, Any] = {
+        "path": dg.MetadataValue.path(manifest["path"]),
+        "data_version": manifest["data_version"],
+        "rows_in": manifest["rows_in"],
+        "rows_out": manifest["rows_out"],
+        "dagster/row_count": manifest["rows_out"],
+        "dropped": dg.MetadataValue.json(manifest.get("dropped", {})),
+        "rows_dropped": sum(manifest.get("dropped", {}).values()),
+        "inputs": dg.MetadataValue.json(manifest.get("inputs", [])),
+    }
+    if preview is not None:
+        meta["preview"] = dg.MetadataValue.md(preview_markdown(preview))
+    return meta
+
+
+class WorkTimer:
+    """Accumulates time spent inside library calls, to measure orchestration overhead."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextmanager
+    def measure(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - start

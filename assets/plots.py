@@ -1,0 +1,63 @@
+"""Small matplotlib renderings embedded in asset metadata as markdown images (data URIs),
+so the Dagster UI shows reward curves and the forgetting matrix without extra services."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+
+def _png_markdown(fig: Any, alt: str) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
+
+
+def reward_curve_markdown(df: Any) -> str | None:
+    """Reward (and loss) per step from a trainer metrics frame (polars)."""
+    columns = [c for c in ("reward_mean", "loss") if c in df.columns]
+    if not columns or df.height == 0:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(columns), figsize=(4 * len(columns), 2.6))
+    axes = axes if len(columns) > 1 else [axes]
+    steps = df["step"].to_list() if "step" in df.columns else list(range(df.height))
+    for ax, col in zip(axes, columns):
+        ax.plot(steps, df[col].to_list(), marker="o")
+        ax.set_title(col)
+        ax.set_xlabel("step")
+    return _png_markdown(fig, "training curve")
+
+
+def matrix_markdown(domains: list[str], checkpoints: list[str], scores: dict[str, dict[str, float | None]]) -> str:
+    """Forgetting matrix as a markdown table: rows are domains, columns checkpoints."""
+    head = "| domain | " + " | ".join(checkpoints) + " |"
+    sep = "|---|" + "---:|" * len(checkpoints)
+    rows = []
+    for d in domains:
+        cells = [scores.get(c, {}).get(d) for c in checkpoints]
+        rows.append(f"| {d} | " + " | ".join("–" if v is None else f"{v:.1f}" for v in cells) + " |")
+    return "\n".join([head, sep, *rows])
+
+
+def matrix_plot_markdown(domains: list[str], checkpoints: list[str], scores: dict[str, dict[str, float | None]]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.2 * len(checkpoints) + 2, 3))
+    for d in domains:
+        ax.plot(checkpoints, [scores.get(c, {}).get(d) for c in checkpoints], marker="o", label=d)
+    ax.set_ylabel("score (points)")
+    ax.legend(fontsize=7, loc="best")
+    ax.tick_params(axis="x", labelrotation=30)
+    return _png_markdown(fig, "forgetting matrix")

@@ -1,0 +1,149 @@
+"""Source and benchmark assets: raw files observed by content hash, mapped onto canonical
+schemas (with quarantine), and benchmark text for decontamination and evaluation.
+
+A source file is an observable source asset whose data version is the file's content
+hash, so replacing the file (or pointing the recipe elsewhere) is what makes everything
+downstream stale; nothing else has to be told.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import dagster as dg
+
+from assets.common import BENCHMARKS, SOURCES, WorkTimer, code_version, data_root, dataset_metadata, key
+from dagster_project.recipe import BenchmarkSpec, Recipe, SourceSpec
+
+CURATION_CODE = ("curation",)
+
+
+def file_digest(path: Path) -> str:
+    """Content hash of a file or of every file in a folder (HF datasets are folders)."""
+    h = hashlib.blake2b(digest_size=16)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def ensure_file(recipe: Recipe, spec: SourceSpec | BenchmarkSpec) -> Path:
+    """Resolve a spec's path, writing the built-in sample data first when it is missing."""
+    path = recipe.resolve(spec.path)
+    if not path.exists() and spec.generate:
+        from curation.samples import generate
+
+        generate(spec.generate, path, seed=recipe.seed)
+    if not path.exists():
+        raise dg.Failure(f"{spec.name}: file not found: {path}")
+    return path
+
+
+def _file_asset(recipe: Recipe, spec: SourceSpec | BenchmarkSpec, name: str) -> dg.SourceAsset:
+    @dg.observable_source_asset(
+        key=key(SOURCES, name),
+        group_name=SOURCES,
+        description=f"Raw file of {spec.name!r}, versioned by content hash ({spec.path}).",
+    )
+    def _observe(context) -> dg.ObserveResult:
+        path = ensure_file(recipe, spec)
+        digest = file_digest(path)
+        return dg.ObserveResult(
+            data_version=dg.DataVersion(digest),
+            metadata={"path": dg.MetadataValue.path(str(path)), "data_version": digest},
+        )
+
+    return _observe
+
+
+def file_asset_name(spec: SourceSpec | BenchmarkSpec) -> str:
+    return f"file_{spec.name}" if isinstance(spec, SourceSpec) else f"file_bench_{spec.name}"
+
+
+def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsDefinition:
+    file_key = key(SOURCES, file_asset_name(spec))
+    config = spec.model_dump(mode="json")
+
+    @dg.asset(
+        key=key(SOURCES, f"raw_{spec.name}"),
+        deps=[file_key],
+        group_name=SOURCES,
+        code_version=code_version(CURATION_CODE, config),
+        description=f"{spec.name}: rows mapped onto the canonical `{spec.domain}` schema; invalid rows quarantined with a reason.",
+        kinds={"parquet"},
+    )
+    def _raw(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        from curation.sources import load_source
+        from curation.versioning import write_versioned
+
+        path = ensure_file(recipe, spec)
+        with timer.measure():
+            result = load_source(
+                path, spec.format, spec.domain, spec.name,
+                columns=spec.columns or None, split=spec.split, limit=spec.limit,
+            )
+            out = write_versioned(
+                result.table, data_root(), f"raw_{spec.name}",
+                rows_in=result.rows_in, dropped=result.dropped,
+                inputs=[{"asset": file_asset_name(spec), "data_version": file_digest(path), "path": str(path)}],
+                code_version=code_version(CURATION_CODE, config), config=config,
+                extra_files={"quarantine.parquet": result.quarantine},
+            )
+        return _result(out, result.table)
+
+    return _raw
+
+
+def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> dg.AssetsDefinition:
+    config = spec.model_dump(mode="json")
+    deps = [key(SOURCES, file_asset_name(spec))] if spec.path else []
+
+    @dg.asset(
+        key=key(BENCHMARKS, f"bench_{spec.name}"),
+        deps=deps,
+        group_name=BENCHMARKS,
+        code_version=code_version(CURATION_CODE, config),
+        description=(
+            f"Benchmark {spec.name!r}: decontamination target"
+            + (f" and held-out `{spec.eval_domain}` eval set." if spec.eval_domain else ".")
+        ),
+        kinds={"parquet"},
+    )
+    def _bench(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        from curation.sources import load_benchmark
+        from curation.versioning import write_versioned
+
+        path = ensure_file(recipe, spec) if spec.path else None
+        with timer.measure():
+            table = load_benchmark(builtin=spec.builtin, path=path, domain=spec.domain, name=spec.name)
+            inputs = [{"asset": file_asset_name(spec), "data_version": file_digest(path), "path": str(path)}] if path else []
+            out = write_versioned(
+                table, data_root(), f"bench_{spec.name}", rows_in=table.num_rows, dropped={},
+                inputs=inputs, code_version=code_version(CURATION_CODE, config), config=config,
+            )
+        return _result(out, table)
+
+    return _bench
+
+
+def _result(out, table) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(out.data_version),
+        metadata=dataset_metadata(out.manifest, table.slice(0, 5).to_pylist()),
+    )
+
+
+def build_source_assets(recipe: Recipe, timer: WorkTimer) -> list:
+    """File observers, raw canonical sources and benchmarks for every recipe entry."""
+    defs: list = []
+    for spec in recipe.sources:
+        defs += [_file_asset(recipe, spec, file_asset_name(spec)), _raw_asset(recipe, spec, timer)]
+    for bench in recipe.benchmarks:
+        if bench.path:
+            defs.append(_file_asset(recipe, bench, file_asset_name(bench)))
+        defs.append(_benchmark_asset(recipe, bench, timer))
+    return defs

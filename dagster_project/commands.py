@@ -1,0 +1,200 @@
+"""`cascade run`, `cascade status` and `cascade lineage`: the recipe's assets from a terminal.
+
+All three talk to the same Dagster instance the UI uses (`$CASCADE_HOME/dagster`, local
+SQLite), in process: no webserver or daemon has to be running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="materialize the recipe's assets (default: all)")
+    run.add_argument("--recipe", help="recipe YAML (default: $CASCADE_RECIPE or recipes/default.yaml)")
+    run.add_argument("--stale", action="store_true", help="only stale or missing assets and their downstream")
+    run.add_argument("--select", help="comma-separated asset names (last key component) to materialize")
+    run.set_defaults(func=cmd_run)
+
+    status = sub.add_parser("status", help="every asset: materialized, data version, stale (Dagster's view)")
+    status.add_argument("--recipe")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
+
+    lineage = sub.add_parser("lineage", help="full input tree of an asset's latest materialization")
+    lineage.add_argument("asset", help="asset name, e.g. math_rl (the last key component is enough)")
+    lineage.add_argument("--recipe")
+    lineage.add_argument("--json", action="store_true")
+    lineage.set_defaults(func=cmd_lineage)
+
+
+def get_instance():
+    """The project's Dagster instance (`$DAGSTER_HOME`, default `$CASCADE_HOME/dagster`)."""
+    import dagster as dg
+
+    from dagster_project.recipe import cascade_home
+
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(cascade_home() / "dagster")))
+    home.mkdir(parents=True, exist_ok=True)
+    return dg.DagsterInstance.get()
+
+
+def _context(recipe_path: str | None):
+    from assets import build_definitions
+    from assets.common import WorkTimer
+    from dagster_project.recipe import load_recipe
+
+    recipe = load_recipe(recipe_path)
+    timer = WorkTimer()
+    return recipe, build_definitions(recipe, timer), timer
+
+
+def resolve_key(defs, name: str):
+    """An asset key from its full path (`checkpoints/math_rl`) or its last component (`math_rl`)."""
+    graph = defs.resolve_asset_graph()
+    keys = list(graph.get_all_asset_keys())
+    exact = [k for k in keys if k.to_user_string() == name]
+    matches = exact or [k for k in keys if k.path[-1] == name]
+    if len(matches) != 1:
+        hint = "ambiguous" if matches else "unknown"
+        raise ValueError(f"{hint} asset {name!r}; known: {sorted(k.path[-1] for k in keys)}")
+    return matches[0]
+
+
+def observe_sources(defs, instance) -> None:
+    from assets import OBSERVE_JOB
+
+    defs.resolve_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=_quiet())
+
+
+def asset_statuses(defs, instance) -> list[dict[str, Any]]:
+    """Per asset: Dagster's own stale status, plus `stale` propagated to every downstream asset
+    (Dagster marks only the direct children of a change; a swap must flag the whole subtree)."""
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    graph = defs.resolve_asset_graph()
+    resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+    keys = sorted(graph.materializable_asset_keys, key=lambda k: k.to_user_string())
+    own = {k: resolver.get_status(k) for k in keys}
+    stale: dict[Any, bool] = {}
+
+    def is_stale(k) -> bool:
+        if k not in stale:
+            parents = [p for p in graph.get(k).parent_keys if p in own]
+            stale[k] = own[k] == StaleStatus.STALE or (
+                own[k] != StaleStatus.MISSING and any(is_stale(p) or own[p] == StaleStatus.MISSING for p in parents))
+        return stale[k]
+
+    rows = []
+    for k in keys:
+        record = instance.get_latest_materialization_event(k)
+        version = None
+        if record and record.asset_materialization:
+            meta = record.asset_materialization.metadata
+            version = meta["data_version"].value if "data_version" in meta else None
+        rows.append({
+            "asset": k.path[-1], "key": k.to_user_string(), "materialized": own[k] != StaleStatus.MISSING,
+            "data_version": version, "stale": is_stale(k), "dagster_status": own[k].value.lower(),
+            "stale_causes": [f"{c.key.to_user_string()}: {c.reason}" for c in resolver.get_stale_root_causes(k)],
+        })
+    return rows
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    recipe, defs, _ = _context(args.recipe)
+    instance = get_instance()
+    observe_sources(defs, instance)
+    rows = asset_statuses(defs, instance)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["key"]) for r in rows)
+    for r in rows:
+        state = "missing" if not r["materialized"] else ("STALE" if r["stale"] else "fresh")
+        print(f"{r['key']:<{width}}  {state:<7}  {r['data_version'] or ''}")
+    return 0
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    from assets.common import latest_metadata
+    from dagster_project.lineage import lineage_tree, render_tree
+
+    recipe, defs, _ = _context(args.recipe)
+    asset_key = resolve_key(defs, args.asset)
+    meta = latest_metadata(get_instance(), asset_key)
+    tree = lineage_tree({"asset": asset_key.path[-1], "data_version": meta.get("data_version"), "path": meta["path"]})
+    print(json.dumps(tree, indent=2) if args.json else "\n".join(render_tree(tree)))
+    return 0
+
+
+def _quiet() -> dict[str, Any]:
+    return {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def selection_for(defs, instance, args: argparse.Namespace) -> list | None:
+    """Asset keys to run: explicit names, the stale/missing set with its downstream, or all."""
+    if args.select:
+        return [resolve_key(defs, n.strip()) for n in args.select.split(",") if n.strip()]
+    if args.stale:
+        graph = defs.resolve_asset_graph()
+        todo = {r["key"] for r in asset_statuses(defs, instance) if r["stale"] or not r["materialized"]}
+        keys = [k for k in graph.materializable_asset_keys if k.to_user_string() in todo]
+        return sorted(keys, key=lambda k: k.to_user_string())
+    return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from assets import MAIN_JOB
+
+    recipe, defs, timer = _context(args.recipe)
+    instance = get_instance()
+    started = time.perf_counter()
+    observe_sources(defs, instance)
+    selection = selection_for(defs, instance, args)
+    if selection == []:
+        print("cascade run: nothing is stale; every asset is up to date")
+        return 0
+    count = len(selection) if selection is not None else len(defs.resolve_asset_graph().materializable_asset_keys)
+    print(f"cascade run: recipe {recipe.name!r}, {count} assets, Dagster home {os.environ['DAGSTER_HOME']}", flush=True)
+    job = defs.resolve_job_def(MAIN_JOB)
+    result = job.execute_in_process(instance=instance, asset_selection=selection, raise_on_error=False, run_config=_quiet())
+    wall = time.perf_counter() - started
+    _report(defs, instance, result, wall, timer.seconds)
+    return 0 if result.success else 1
+
+
+def _report(defs, instance, result, wall: float, work: float) -> None:
+    from assets.common import latest_metadata
+
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    for event in failures:
+        print(f"FAILED {event.step_key}: {event.event_specific_data.error.message.strip()[:2000]}", file=sys.stderr)
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_CHECK_EVALUATION":
+            data = event.event_specific_data
+            if not data.passed:
+                print(f"CHECK FAILED {data.asset_key.to_user_string()}:{data.check_name}: "
+                      f"{json.dumps({k: v.value for k, v in data.metadata.items()}, default=str)}", file=sys.stderr)
+    try:
+        matrix = Path(latest_metadata(instance, resolve_key(defs, "forgetting_matrix"))["path"]) / "forgetting.md"
+        print("\nForgetting matrix (held-out score, points; rows = domains, columns = checkpoints):")
+        print(matrix.read_text())
+    except Exception:  # noqa: BLE001 - a recipe without evals has no matrix
+        pass
+    print("Checkpoints:")
+    for k in sorted(defs.resolve_asset_graph().materializable_asset_keys, key=lambda k: k.to_user_string()):
+        if k.path[0] == "checkpoints":
+            try:
+                print(f"  {k.path[-1]:<14} {latest_metadata(instance, k)['path']}")
+            except Exception:  # noqa: BLE001
+                print(f"  {k.path[-1]:<14} (not materialized)")
+    overhead = max(0.0, wall - work)
+    print(f"\n{'succeeded' if result.success else 'FAILED'} in {wall:.0f} s; library work {work:.0f} s, "
+          f"orchestration overhead {overhead:.0f} s ({100 * overhead / max(wall, 1e-9):.1f}%)")
