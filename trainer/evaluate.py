@@ -106,10 +106,12 @@ def evaluate_checkpoint(
     max_new_tokens: int = 256,
     batch_size: int = 16,
     seed: int = 0,
+    rollout_engine: str = "hf",
+    vllm_options: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Evaluate `checkpoint_dir` on every set in every mode -> {domain: {mode: {score, stderr, n, reasons}}}.
 
-    Decoding is greedy, so `seed` only pins torch's RNG for anything stochastic in the model code.
+    `rollout_engine` is "hf" (CPU/GPU) or "vllm" (GPU, [gpu] extra); `seed` resolves exact logit ties.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -121,8 +123,15 @@ def evaluate_checkpoint(
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32)
-    engine = HFRolloutEngine(model, tokenizer, batch_size=batch_size)
+    if rollout_engine == "vllm":
+        from trainer.rollout_vllm import VLLMRolloutEngine
+
+        engine = VLLMRolloutEngine(checkpoint_dir, tokenizer, vllm_options, seed=seed)
+    elif rollout_engine == "hf":
+        model = AutoModelForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32)
+        engine = HFRolloutEngine(model, tokenizer, batch_size=batch_size)
+    else:
+        raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {rollout_engine!r}")
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for domain, eval_set in eval_sets.items():
         results[domain] = {}
