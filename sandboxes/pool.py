@@ -8,9 +8,9 @@ its own uid slot (see slots.py), so concurrent jobs never share a uid.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
 
 from sandboxes.core import SandboxLimits, SandboxResult, run_python
 
@@ -44,6 +44,25 @@ class SandboxPool:
         """Run every job; results come back in job order. A plain string is a job's code."""
         todo = [job if isinstance(job, SandboxJob) else SandboxJob(job) for job in jobs]
         return list(self._executor.map(lambda job: run_python(job.code, job.stdin, job.limits), todo))
+
+    def submit(self, job: SandboxJob, budget: Callable[[], float | None] | None = None) -> "Future[SandboxResult | None]":
+        """Queue one job. `budget`, called when a worker picks the job up, returns the seconds
+        this job may still use (its timeout is capped to it; <= 0 gives a timeout result without
+        running), or None to skip the job (the
+        future then yields None): callers use it to stop work that can no longer matter,
+        e.g. the other tests of a completion that already failed, or a spent total budget."""
+        def work() -> SandboxResult | None:
+            limits = job.limits
+            if budget is not None:
+                seconds = budget()
+                if seconds is None:
+                    return None
+                if seconds <= 0:
+                    return SandboxResult("timeout", None, detail="total time budget spent before this job started")
+                limits = replace(limits, timeout_s=min(limits.timeout_s, seconds))
+            return run_python(job.code, job.stdin, limits)
+
+        return self._executor.submit(work)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
