@@ -1,0 +1,301 @@
+"""Math RL reward: the last boxed answer after `</think>`, checked for symbolic equivalence.
+
+Binary: 1.0 when the last `\\boxed{...}` (also `\\fbox{...}` and `\\boxed x`) of the final
+text is equivalent to the reference under math-verify, else 0.0. No "last number in the
+text" fallback: it would reward guessing.
+
+math-verify bounds its own work with `signal.alarm`, which only works in a process's main
+thread (trainers and Dagster call rewards from worker threads). So every check runs in a
+small pool of worker *processes* (`python -m rewards.math`, JSON lines over pipes, no
+re-import of the caller's `__main__`). Inside a worker our SIGALRM interrupts a slow check
+(reason `timeout`); if the worker does not answer within a grace period after that, it is
+killed and replaced, and the completion still gets `timeout`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rewards.base import Reward, RewardResult, final_text
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_DELIMITERS = ("$", "\\(", "\\[", "\\boxed", "\\fbox")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` / `\\fbox{...}` / `\\boxed x` in `text`, or None.
+
+    Nested braces are balanced; an unterminated last box (a truncated completion) is None.
+
+    >>> last_boxed(r"so \\boxed{1} or rather \\boxed{\\frac{1}{2}}.")
+    '\\\\frac{1}{2}'
+    >>> last_boxed(r"$\\boxed 7$"), last_boxed("no box"), last_boxed(r"\\boxed{\\frac{1}{2}")
+    ('7', None, None)
+    """
+    matches = list(_BOX_RE.finditer(text))
+    if not matches:
+        return None
+    i = matches[-1].end()
+    while i < len(text) and text[i] == " ":
+        i += 1
+    if i < len(text) and text[i] == "{":
+        depth = 0
+        for j in range(i, len(text)):
+            if text[j] == "{" and text[j - 1] != "\\":
+                depth += 1
+            elif text[j] == "}" and text[j - 1] != "\\":
+                depth -= 1
+                if depth == 0:
+                    return text[i + 1 : j].strip()
+        return None
+    token = re.match(r"[^\s${}]+", text[i:])  # `\boxed 7$`: one token
+    return token.group(0) if token else None
+
+
+def reference_latex(answer: str) -> str:
+    """Give a bare reference (`3/4`, `\\frac{3}{4}`, `x=5`) delimiters math-verify looks for."""
+    answer = answer.strip()
+    return answer if any(d in answer for d in _DELIMITERS) else f"\\boxed{{{answer}}}"
+
+
+class VerifierPool:
+    """Worker processes running `check(gold, pred)` with a hard per-check timeout."""
+
+    def __init__(self, workers: int = 2, timeout_s: float = 5.0, grace_s: float = 2.0, start_timeout_s: float = 120.0):
+        self.workers, self.timeout_s, self.grace_s, self.start_timeout_s = workers, timeout_s, grace_s, start_timeout_s
+        self._procs: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
+    def _spawn(self) -> subprocess.Popen:
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rewards.math", "--worker", str(self.timeout_s)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
+        )
+        ready, _, _ = select.select([proc.stdout], [], [], self.start_timeout_s)
+        if not ready or proc.stdout.readline().strip() != b"ready":
+            self._kill(proc)
+            raise RuntimeError("math verifier worker did not start")
+        return proc
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream:
+                stream.close()
+
+    def _send(self, slot: int, line: str) -> None:
+        """Write a task; a worker that died while idle is replaced first."""
+        for _ in range(2):
+            try:
+                self._procs[slot].stdin.write(line.encode())
+                return
+            except (BrokenPipeError, OSError):
+                self._kill(self._procs[slot])
+                self._procs[slot] = self._spawn()
+        raise RuntimeError("math verifier worker keeps dying")
+
+    def close(self) -> None:
+        """Stop every worker (they are also stopped at interpreter exit)."""
+        with self._lock:
+            for proc in self._procs:
+                self._kill(proc)
+            self._procs = []
+
+    def map(self, tasks: list[tuple[str, str]]) -> list[tuple[str, str | None]]:
+        """(reason, detail) per (gold, pred) task, in order; reasons from `check` or `timeout`."""
+        with self._lock:
+            while len(self._procs) < min(self.workers, max(1, len(tasks))):
+                self._procs.append(self._spawn())
+            results: list[tuple[str, str | None] | None] = [None] * len(tasks)
+            todo = list(range(len(tasks)))[::-1]
+            busy: dict[int, tuple[int, float]] = {}  # slot -> (task index, deadline)
+            idle = list(range(len(self._procs)))
+            while todo or busy:
+                while todo and idle:
+                    slot, idx = idle.pop(), todo.pop()
+                    self._send(slot, json.dumps({"gold": tasks[idx][0], "pred": tasks[idx][1]}) + "\n")
+                    busy[slot] = (idx, time.monotonic() + self.timeout_s + self.grace_s)
+                streams = {self._procs[s].stdout: s for s in busy}
+                wait = max(0.0, min(d for _, d in busy.values()) - time.monotonic())
+                ready, _, _ = select.select(list(streams), [], [], wait)
+                for stream in ready:
+                    slot = streams[stream]
+                    idx, _ = busy.pop(slot)
+                    raw = stream.readline()
+                    if raw:
+                        answer = json.loads(raw)
+                        results[idx] = (answer["reason"], answer.get("detail"))
+                    else:  # the worker died (e.g. out of memory): replace it, infra error
+                        results[idx] = ("worker_error", f"exit code {self._procs[slot].wait()}")
+                        self._kill(self._procs[slot])
+                        self._procs[slot] = self._spawn()
+                    idle.append(slot)
+                now = time.monotonic()
+                for slot, (idx, deadline) in list(busy.items()):
+                    if now >= deadline:  # stuck in C code: SIGALRM could not interrupt it
+                        busy.pop(slot)
+                        results[idx] = ("timeout", "worker killed after hard deadline")
+                        self._kill(self._procs[slot])
+                        self._procs[slot] = self._spawn()
+                        idle.append(slot)
+            return [r if r is not None else ("worker_error", None) for r in results]
+
+
+_POOLS: dict[tuple[int, float], VerifierPool] = {}
+
+
+def shared_pool(workers: int, timeout_s: float) -> VerifierPool:
+    """One pool per (workers, timeout) per process: rewards built per stage share workers."""
+    key = (workers, timeout_s)
+    if key not in _POOLS:
+        _POOLS[key] = VerifierPool(workers, timeout_s)
+    return _POOLS[key]
+
+
+@atexit.register
+def _close_pools() -> None:
+    for pool in _POOLS.values():
+        pool.close()
+
+
+class MathReward(Reward):
+    """Binary math reward (column `answer`).
+
+    >>> reward = MathReward()
+    >>> reward(["1/2 + 1/4?"] * 3, [r"<think>1/2+1/4</think>It is \\boxed{\\frac{3}{4}}", r"\\boxed{0.75}",
+    ...                            "The answer is 3/4."], answer=["3/4"] * 3)
+    [1.0, 1.0, 0.0]
+    >>> [r.reason for r in reward.score([None], [r"\\boxed{1}"], answer=["2"])]
+    ['wrong_answer']
+    """
+
+    name = "math"
+    version = "1"
+
+    def __init__(self, timeout_s: float = 5.0, workers: int | None = None, pool: VerifierPool | None = None):
+        """`timeout_s`: per-check limit; `workers`: verifier processes (default: min(4, cores))."""
+        workers = workers or max(1, min(4, os.cpu_count() or 1))
+        self.pool = pool or shared_pool(workers, float(timeout_s))
+
+    def _send(self, slot: int, line: str) -> None:
+        """Write a task; a worker that died while idle is replaced first."""
+        for _ in range(2):
+            try:
+                self._procs[slot].stdin.write(line.encode())
+                return
+            except (BrokenPipeError, OSError):
+                self._kill(self._procs[slot])
+                self._procs[slot] = self._spawn()
+        raise RuntimeError("math verifier worker keeps dying")
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> list[RewardResult]:
+        answers = columns.get("answer")
+        if answers is None:
+            return [RewardResult(0.0, "missing_column:answer", True) for _ in completions]
+        results: list[RewardResult | None] = [None] * len(completions)
+        tasks: dict[tuple[str, str], list[int]] = {}  # dedupe: G rollouts often agree
+        for i, completion in enumerate(completions):
+            answer = answers[i] if isinstance(answers, (list, tuple)) else answers
+            if answer is None or not str(answer).strip():
+                results[i] = RewardResult(0.0, "missing_reference", True)
+                continue
+            boxed = last_boxed(final_text(completion))
+            if boxed is None:
+                results[i] = RewardResult(0.0, "no_boxed_answer")
+                continue
+            tasks.setdefault((reference_latex(str(answer)), f"\\boxed{{{boxed}}}"), []).append(i)
+        keys = list(tasks)
+        for key, (reason, detail) in zip(keys, self.pool.map(keys) if keys else []):
+            result = RewardResult(1.0 if reason == "correct" else 0.0, reason, reason in _INFRA_REASONS, detail)
+            for i in tasks[key]:
+                results[i] = result
+        return [r for r in results if r is not None]
+
+
+# Our failures, not the model's: a bad reference, a crashed or stuck verifier.
+_INFRA_REASONS = {"bad_reference", "worker_error", "timeout", "verifier_error"}
+
+
+def check(gold: str, pred: str) -> tuple[str, str | None]:
+    """Compare two delimited LaTeX strings with math-verify (runs inside a worker)."""
+    from math_verify import parse, verify
+
+    gold_parsed = _parse_gold(gold)
+    if not gold_parsed:
+        return "bad_reference", gold[:200]
+    pred_parsed = parse(pred, parsing_timeout=None)
+    if not pred_parsed:
+        return "parse_error", pred[:200]
+    return ("correct" if verify(gold_parsed, pred_parsed, timeout_seconds=None) else "wrong_answer"), None
+
+
+_GOLD_CACHE: dict[str, list] = {}
+
+
+def _parse_gold(gold: str) -> list:
+    from math_verify import parse
+
+    if gold not in _GOLD_CACHE:
+        if len(_GOLD_CACHE) > 10_000:
+            _GOLD_CACHE.clear()
+        _GOLD_CACHE[gold] = parse(gold, parsing_timeout=None)
+    return _GOLD_CACHE[gold]
+
+
+class _Timeout(BaseException):
+    """Not an Exception: math-verify swallows those and would report a timeout as wrong."""
+
+
+def _worker(timeout_s: float) -> None:
+    """Serve checks as JSON lines: the protocol owns fd 1, stray prints go to stderr."""
+    import logging
+    import signal
+
+    logging.disable(logging.WARNING)  # math-verify warns that its own timeout is off: ours is on
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Timeout()
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    check("$1$", "$1$")  # warm the imports before declaring readiness
+    protocol.write("ready\n")
+    for line in sys.stdin:
+        task = json.loads(line)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            reason, detail = check(task["gold"], task["pred"])
+        except _Timeout:
+            reason, detail = "timeout", f"over {timeout_s}s"
+        except Exception as err:  # noqa: BLE001 - a sympy crash on odd input is not the model's fault
+            reason, detail = "verifier_error", f"{type(err).__name__}: {err}"[:500]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        protocol.write(json.dumps({"reason": reason, "detail": detail}) + "\n")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    _worker(float(sys.argv[2]))
