@@ -165,7 +165,10 @@ def ensure_base_model(dest: str | os.PathLike | None = None) -> Path:
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
         raise RuntimeError(f"GGUF conversion mismatch: missing={missing} unexpected={unexpected}")
     tokenizer.chat_template = CHAT_TEMPLATE
-    if tokenizer.pad_token is None:
+    # A pad distinct from <|im_end|> keeps padding and end-of-turn apart in masks and generate.
+    if PAD in tokenizer.get_vocab():
+        tokenizer.pad_token = PAD
+    elif tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config = _generation_config(tokenizer)
     tmp = dest.with_name(dest.name + ".tmp")
