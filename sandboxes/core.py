@@ -67,7 +67,9 @@ class SandboxResult:
     detail: str | None = None
     """Why, for humans: which limit, which signal, what failed in the sandbox."""
     warnings: list[str] = field(default_factory=list)
-    """Degraded layers (e.g. seccomp unavailable)."""
+    """Degraded layers (e.g. seccomp unavailable), leftovers swept after the run."""
+    uid: int | None = None
+    """The slot uid the program ran as (audits; tests check nothing of it survives)."""
 
     @property
     def ok(self) -> bool:
@@ -210,6 +212,7 @@ def _run(code: str, stdin: str | bytes | None, limits: SandboxLimits) -> Sandbox
             return SandboxResult("sandbox_error", exit_code, detail=f"sweep failed: {err_}", warnings=warnings)
     result = _classify(exit_code, started, killed_for, out, err, limits)
     result.wall_ms = round(wall_ms, 2)
+    result.uid = slot.uid
     result.warnings = warnings + ([f"swept {leftovers} leftover process(es)"] if leftovers else [])
     return result
 
