@@ -1,0 +1,227 @@
+"""The TRL plug: run one GRPO stage through TRL's `GRPOTrainer` behind our stage contract.
+
+What: same inputs as the torch backend (a GRPOConfig: policy folder, RL prompt parquet, reward
+names), same outputs (an HF folder with model.safetensors + tokenizer + chat template, lineage.json
+from trainer.lineage, metrics.parquet + TensorBoard from trainer.metrics). Only the optimisation
+loop is TRL's. It proves the trainer is pluggable and is the reference the benchmarks compare to.
+
+How our config maps onto TRL 1.16 (PAPER.md's GRPO):
+  per-device batch = prompts_per_step x G, one generation batch per optimizer step and
+  num_iterations = ppo_epochs (1 = strictly on-policy, ratio 1); beta = kl_coef (0: no reference
+  model); loss_type "dapo" = sum over every completion token of the batch / their count, which with
+  one process and no accumulation is exactly our token-level normalisation ("grpo", a mean per
+  sequence then over sequences, for loss_aggregation=sequence); scale_rewards "group" = (r - mean)
+  / std per prompt group; mask_truncated_completions = overlong filtering; AdamW betas, weight
+  decay, grad clipping, constant LR after linear warm-up, as the torch backend does.
+Prompts are rendered by curation.chat (system prompt + mode suffix) and handed to TRL as plain
+text, so TRL tokenizes exactly the string our trainer would; rewards get the raw user prompt and
+the RL prompt-set columns, as in the torch backend.
+
+Options TRL has no equivalent for (dynamic filtering, length / temperature schedules, tanh
+advantages, vLLM rollouts through our engine) are refused with a clear error rather than ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from trainer.config import GRPOConfig
+
+# RL_SCHEMA columns a reward may read; they travel through TRL's dataset into reward kwargs.
+REWARD_COLUMNS = ("row_id", "domain", "mode", "answer", "tests", "instruction_id_list", "kwargs",
+                  "golden_patch", "code_context")
+USER_PROMPT = "user_prompt"
+# TRL log key -> our metrics.parquet column (the torch backend's names).
+METRIC_NAMES = {
+    "reward": "reward_mean",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_zero_std_groups",
+    "completions/mean_length": "response_length_mean",
+    "completions/max_length": "response_length_max",
+    "completions/clipped_ratio": "truncated_frac",
+    "entropy": "entropy",
+    "grad_norm": "grad_norm",
+    "learning_rate": "lr",
+    "loss": "loss",
+    "step_time": "step_time_s",
+    "num_tokens": "num_tokens_total",
+}
+
+
+def unsupported_options(config: "GRPOConfig") -> list[str]:
+    """Non-default GRPOConfig options the TRL backend cannot honour (empty = runnable)."""
+    problems = []
+    if config.dynamic_filtering:
+        problems.append("dynamic_filtering")
+    if config.length_schedule:
+        problems.append("length_schedule")
+    if config.temperature_schedule:
+        problems.append("temperature_schedule")
+    if config.advantage_transform != "none":
+        problems.append(f"advantage_transform={config.advantage_transform}")
+    if config.rollout_engine != "hf":
+        problems.append(f"rollout_engine={config.rollout_engine} (TRL brings its own vLLM integration)")
+    return problems
+
+
+def row_modes(modes: Sequence[str | None], mode_option: str) -> list[str]:
+    """The reasoning mode of each prompt under GRPOConfig.mode (row | think | no_think | alternate)."""
+    if mode_option == "row":
+        return [m if m in ("think", "no_think") else "think" for m in modes]
+    if mode_option == "alternate":
+        return ["think" if i % 2 == 0 else "no_think" for i in range(len(modes))]
+    return [mode_option] * len(modes)
+
+
+def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
+    """TRL dataset of rendered prompts + reward columns; returns (dataset, prompts skipped as too long)."""
+    import pyarrow.parquet as pq
+    from datasets import Dataset
+
+    from curation.chat import render_prompt
+
+    table = pq.read_table(config.dataset)
+    rows = table.to_pylist()
+    modes = row_modes([r.get("mode") for r in rows], config.mode)
+    data: dict[str, list] = {"prompt": [], USER_PROMPT: []}
+    columns = [c for c in REWARD_COLUMNS if c in table.column_names]
+    data.update({c: [] for c in columns})
+    skipped = 0
+    for row, mode in zip(rows, modes):
+        text = render_prompt(row["prompt"], mode, system=config.system_prompt)
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > config.max_prompt_tokens:
+            skipped += 1
+            continue
+        data["prompt"].append(text)
+        data[USER_PROMPT].append(row["prompt"])
+        for c in columns:
+            data[c].append(mode if c == "mode" else row[c])
+    if not data["prompt"]:
+        raise ValueError(f"{config.dataset}: no prompt fits max_prompt_tokens={config.max_prompt_tokens}")
+    return Dataset.from_dict(data), skipped
+
+
+class TRLReward:
+    """A rewards.base.Reward seen through TRL's call: raw user prompts in, TRL's extra kwargs out."""
+
+    def __init__(self, reward: Any):
+        self.reward = reward
+        self.__name__ = getattr(reward, "name", type(reward).__name__)
+
+    def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
+        user_prompts = kwargs.pop(USER_PROMPT, prompts)
+        columns = {k: v for k, v in kwargs.items() if k in REWARD_COLUMNS}
+        return self.reward(user_prompts, completions, **columns)
+
+
+def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
+    """Our GRPOConfig as TRL 1.16's GRPOConfig (see the module docstring for the mapping)."""
+    from trl import GRPOConfig as TRLGRPOConfig
+
+    bf16 = config.dtype == "bf16" or (config.dtype == "auto" and not use_cpu and _cuda_bf16())
+    return TRLGRPOConfig(
+        output_dir=work_dir,
+        per_device_train_batch_size=config.prompts_per_step * config.num_generations,
+        gradient_accumulation_steps=1,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=0,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=config.warmup_steps,
+        adam_beta1=config.adam_betas[0],
+        adam_beta2=config.adam_betas[1],
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm if config.max_grad_norm is not None else 0.0,
+        beta=config.kl_coef,
+        num_iterations=config.ppo_epochs,
+        epsilon=config.clip_eps if config.clip_eps is not None else 0.2,
+        loss_type="dapo" if config.loss_aggregation == "token" else "grpo",
+        scale_rewards="group",
+        mask_truncated_completions=config.overlong_filtering,
+        reward_weights=config.reward_weights,
+        max_steps=config.max_steps,
+        seed=config.seed,
+        data_seed=config.seed,
+        save_strategy="steps" if config.save_steps else "no",
+        save_steps=config.save_steps or 500,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=use_cpu,
+        bf16=bf16,
+        activation_checkpointing=False,  # TRL defaults it on; it only trades speed for memory
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        log_completions=False,
+    )
+
+
+def _cuda_bf16() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def metrics_rows(log_history: Sequence[dict[str, Any]], reward_names: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per optimizer step from TRL's log history, in the torch backend's metric names."""
+    rows = []
+    for entry in log_history:
+        if "step" not in entry or "train_runtime" in entry:
+            continue  # the end-of-training summary is not a step
+        row: dict[str, Any] = {"step": int(entry["step"])}
+        for src, dst in METRIC_NAMES.items():
+            if src in entry:
+                row[dst] = float(entry[src])
+        for name in reward_names:
+            for stat in ("mean", "std"):
+                key = f"rewards/{name}/{stat}"
+                if key in entry:
+                    row[f"reward/{name}/{stat}"] = float(entry[key])
+        rows.append(row)
+    return rows
+
+
+def train_with_trl(config: "GRPOConfig", output_dir: str, rewards: Sequence[Any]) -> tuple[list[dict], dict]:
+    """Train with TRL and save the final HF folder into `output_dir`; returns (metric rows, summary)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    problems = unsupported_options(config)
+    if problems:
+        raise ValueError(f"backend=trl does not support: {', '.join(problems)}; use backend=torch")
+    use_cpu = not torch.cuda.is_available()
+    tokenizer = AutoTokenizer.from_pretrained(config.policy)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dataset, skipped = build_dataset(config, tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(config.policy, dtype=torch.float32)
+    work_dir = os.path.join(output_dir, "checkpoints")
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[TRLReward(r) for r in rewards],
+        args=trl_args(config, work_dir, use_cpu),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
+    resume = config.resume and _has_checkpoint(work_dir)
+    trainer.train(resume_from_checkpoint=True if resume else None)
+    trainer.save_model(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    args_file = os.path.join(output_dir, "training_args.bin")
+    if os.path.exists(args_file):
+        os.remove(args_file)  # pickled TRL args: not part of the HF checkpoint contract
+    rows = metrics_rows(trainer.state.log_history, [getattr(r, "name", str(r)) for r in rewards])
+    summary = {"backend": "trl", "steps": int(trainer.state.global_step), "prompts": len(dataset),
+               "prompts_skipped_too_long": skipped,
+               "final_reward_mean": rows[-1].get("reward_mean") if rows else None}
+    return rows, summary
+
+
+def _has_checkpoint(work_dir: str) -> bool:
+    return os.path.isdir(work_dir) and any(d.startswith("checkpoint-") for d in os.listdir(work_dir))
