@@ -234,7 +234,9 @@ class IFEvalRMReward(Reward):
         if self._scorer is None:
             from rewards.reward_model import RewardModelScorer
 
-            self._scorer = RewardModelScorer(self.model_path)
+            built = RewardModelScorer(self.model_path)
+            # B1's scorer is a callable `(prompts, responses) -> scores`; accept `.score` too.
+            self._scorer = built if callable(built) else built.score
         return self._scorer
 
     def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> list[RewardResult]:
