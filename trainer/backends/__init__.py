@@ -1,0 +1,180 @@
+"""Training backends: what differs between one torch process and DeepSpeed ZeRO ranks.
+
+The SFT and GRPO loops are written once against `Backend`: they call `backward(loss)` per
+micro-batch and `step()` once per optimizer step, and ask the backend to save or restore
+model/optimizer/scheduler state. Losses are normalised by the *global* token count of the step
+by the loops, so accumulation over micro-batches and ranks needs no extra scaling here
+(`grad_scale()` tells the loop what DeepSpeed's rank-averaging divides by).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+
+def lr_lambda(total_steps: int, warmup_steps: int, schedule: str = "constant", min_ratio: float = 0.0) -> Callable[[int], float]:
+    """Multiplier of the peak LR at step s: linear warm-up, then constant or cosine decay."""
+
+    def fn(step: int) -> float:
+        if warmup_steps > 0 and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if schedule == "constant":
+            return 1.0
+        span = max(1, total_steps - warmup_steps)
+        progress = min(1.0, (step - warmup_steps) / span)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return fn
+
+
+def resolve_dtype(name: str, device: Any) -> Any:
+    """Autocast dtype for training: bf16 only when asked, or on GPUs that support it (auto)."""
+    import torch
+
+    if name == "bf16":
+        return torch.bfloat16
+    if name == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+class Backend:
+    """Shared surface of the torch and DeepSpeed backends."""
+
+    model: Any  # the unwrapped Hugging Face module (generation, saving)
+    device: Any
+    rank: int = 0
+    world_size: int = 1
+    autocast_dtype: Any = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def grad_scale(self) -> float:
+        """Factor on a loss already normalised by the global count (DeepSpeed averages over ranks)."""
+        return 1.0
+
+    def backward(self, loss: Any, last: bool = True) -> None:
+        raise NotImplementedError
+
+    def step(self) -> float:
+        """Clip, apply the optimizer and scheduler, zero grads; return the pre-clip grad norm."""
+        raise NotImplementedError
+
+    def lr(self) -> float:
+        raise NotImplementedError
+
+    def save_state(self, folder: Path) -> None:
+        raise NotImplementedError
+
+    def load_state(self, folder: Path) -> None:
+        raise NotImplementedError
+
+    def full_state_dict(self) -> dict[str, Any] | None:
+        """The full model weights on the main rank (gathered under ZeRO-3); None elsewhere."""
+        return self.model.state_dict() if self.is_main else None
+
+    def all_reduce_sum(self, values: list[float]) -> list[float]:
+        return list(values)
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        return [obj]
+
+    def barrier(self) -> None:
+        return None
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """Extra `generate` kwargs (ZeRO-3 ranks must keep stepping together: synced_gpus)."""
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN/inf: the stage stops before the optimizer step, keeping the last checkpoint."""
+
+
+def check_finite(loss: Any, step: int) -> None:
+    import torch
+
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise NonFiniteLossError(f"non-finite loss ({float(loss.detach())}) at step {step + 1}; stopping before "
+                                 "the optimizer step. The last good checkpoint is kept under checkpoints/.")
+
+
+def make_optimizer(model: Any, config: Any) -> Any:
+    """AdamW with the paper's betas; a plain torch optimizer so DeepSpeed compiles nothing."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=config.learning_rate, betas=tuple(config.adam_betas),
+                             weight_decay=config.weight_decay, eps=1e-8, foreach=False)
+
+
+def build_batch(rows: list[list[tuple[list[int], list[bool]]]], pad_id: int) -> dict[str, Any]:
+    """Collate rows of segments (token ids, target mask) into a right-padded batch.
+
+    Each row may hold several segments (packing): attention stays inside a segment through a
+    4D block-diagonal causal mask and positions restart at 0 per segment. `select[b, t]` marks
+    positions whose *next* token is a training target (its id is `targets[b, t]`).
+    """
+    import torch
+
+    width = max(sum(len(ids) for ids, _ in row) for row in rows)
+    n = len(rows)
+    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
+    positions = torch.zeros((n, width), dtype=torch.long)
+    segment = torch.full((n, width), -1, dtype=torch.long)
+    target_mask = torch.zeros((n, width), dtype=torch.bool)
+    for b, row in enumerate(rows):
+        at = 0
+        for s, (ids, mask) in enumerate(row):
+            k = len(ids)
+            input_ids[b, at:at + k] = torch.tensor(ids, dtype=torch.long)
+            positions[b, at:at + k] = torch.arange(k)
+            segment[b, at:at + k] = s
+            target_mask[b, at:at + k] = torch.tensor(mask, dtype=torch.bool)
+            at += k
+    causal = torch.ones((width, width), dtype=torch.bool).tril()
+    same = (segment[:, :, None] == segment[:, None, :]) & (segment[:, :, None] >= 0)
+    # Padding queries see themselves only, so no softmax row is empty (NaN).
+    allowed = (same & causal) | torch.eye(width, dtype=torch.bool)
+    select = torch.zeros_like(target_mask)
+    select[:, :-1] = target_mask[:, 1:] & (segment[:, 1:] == segment[:, :-1])
+    targets = torch.zeros_like(input_ids)
+    targets[:, :-1] = input_ids[:, 1:]
+    return {"input_ids": input_ids, "attention_mask": allowed[:, None], "position_ids": positions,
+            "select": select, "targets": targets}
+
+
+def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool = False) -> tuple[Any, Any]:
+    """Log-probs of the selected next tokens (flat, in row-major order) and their entropy.
+
+    Only the selected positions go through the LM head: with a 49K vocabulary the full logits
+    tensor would dominate memory and time.
+    """
+    import contextlib
+
+    import torch
+
+    model = backend.model
+    base = getattr(model, model.base_model_prefix)
+    device = backend.device
+    ctx = (torch.autocast(device.type, dtype=backend.autocast_dtype)
+           if backend.autocast_dtype is not None else contextlib.nullcontext())
+    select = batch["select"].to(device)
+    with ctx:
+        hidden = base(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device),
+                      position_ids=batch["position_ids"].to(device), use_cache=False).last_hidden_state
+        logits = model.get_output_embeddings()(hidden[select])
+    logp = logits.float().log_softmax(-1)
+    taken = logp.gather(-1, batch["targets"].to(device)[select].unsqueeze(-1)).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(logp.exp() * logp).sum(-1)
+    return taken, entropy
