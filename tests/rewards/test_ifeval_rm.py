@@ -95,3 +95,17 @@ def test_needs_a_scorer_or_a_path() -> None:
     with pytest.raises(ValueError):
         IFEvalRMReward()
     assert IFEvalRMReward(scorer=FakeRM(), mode="loose").version != IFEvalRMReward(scorer=FakeRM()).version
+
+
+@pytest.mark.slow
+def test_with_a_real_reward_model_from_model_path(tiny_model_dir, tmp_path) -> None:
+    from rewards.reward_model import RMConfig, RewardModelScorer, train_reward_model
+
+    pairs = [{"prompt": "Say hi.", "chosen": "Hi there.", "rejected": "no"}] * 4
+    rm_dir = train_reward_model(tiny_model_dir, pairs, tmp_path / "rm", RMConfig(max_steps=1, max_length=64))
+    prompts = ["Greet me without commas."] * 3
+    completions = ["<think>short, please</think>Hello friend", "Hi there", "Hello, friend"]
+    out = run(IFEvalRMReward(model_path=str(rm_dir)), prompts, completions)
+    raw = RewardModelScorer(rm_dir)(prompts, ["Hello friend", "Hi there", "Hello, friend"])
+    assert [r.score for r in out[:2]] == pytest.approx(expected(raw)[:2], abs=1e-5)
+    assert out[2].score == 0.0 and not any(r.infra_error for r in out)
