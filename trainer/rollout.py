@@ -83,8 +83,9 @@ class HFRolloutEngine:
     It shares the trainer's module, so `sync_weights` has nothing to copy.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 64):
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 64, generate_kwargs: dict[str, Any] | None = None):
         self.model = model
+        self.generate_kwargs = dict(generate_kwargs or {})
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.stop_ids = stop_token_ids(tokenizer, getattr(model, "generation_config", None))
@@ -152,6 +153,7 @@ class HFRolloutEngine:
             pad_token_id=self.pad_id,
             return_dict_in_generate=True,
             output_scores=return_logprobs,
+            **self.generate_kwargs,
         )
         new = out.sequences[:, width:].tolist()
         logprobs = None

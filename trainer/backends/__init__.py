@@ -151,7 +151,8 @@ def build_batch(rows: list[list[tuple[list[int], list[bool]]]], pad_id: int) -> 
             "select": select, "targets": targets}
 
 
-def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool = False) -> tuple[Any, Any]:
+def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool = False,
+                    model: Any = None) -> tuple[Any, Any]:
     """Log-probs of the selected next tokens (flat, in row-major order) and their entropy.
 
     Only the selected positions go through the LM head: with a 49K vocabulary the full logits
@@ -161,7 +162,7 @@ def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool 
 
     import torch
 
-    model = backend.model
+    model = model if model is not None else backend.model
     base = getattr(model, model.base_model_prefix)
     device = backend.device
     ctx = (torch.autocast(device.type, dtype=backend.autocast_dtype)

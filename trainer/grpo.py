@@ -1,0 +1,319 @@
+"""GRPO step (the algorithm in plain words is in trainer/__init__.py).
+
+Speed on CPU comes from doing no redundant work: one batched sampling call with the KV cache;
+no old-policy or reference forward by default (ratio 1, no KL); the training forward skips
+rollouts whose loss weight is zero (zero advantage, filtered, overlong) since they cannot move
+the weights, and it runs the LM head only on completion tokens.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from typing import Any
+
+from trainer.backends import build_batch, check_finite, target_logprobs
+from trainer.checkpointing import DataOrder
+from trainer.rollout import HFRolloutEngine, Rollout
+
+_ZERO_STD = 1e-6  # below this a group's rewards count as equal (no signal)
+
+
+def resolve_reward(name: str, options: dict[str, Any]) -> Any:
+    """A registry name (rewards.registry) or a `module:attr` path to a Reward class/instance."""
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        obj = getattr(importlib.import_module(module), attr)
+        return obj(**options) if isinstance(obj, type) else obj
+    from rewards.registry import get_reward
+
+    return get_reward(name, **options)
+
+
+def score_reward(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list]) -> tuple[list[float | None], int]:
+    """Scores plus the count of failed scorings; a reward that raises gives zeros, never a crash."""
+    try:
+        if hasattr(reward, "score"):
+            results = reward.score(prompts, completions, **columns)
+            scores = [r.score for r in results]
+            failures = sum(1 for r in results if r.infra_error or r.reason in ("timeout", "reward_error"))
+        else:
+            scores, failures = list(reward(prompts, completions, **columns)), 0
+        if len(scores) != len(completions):
+            raise RuntimeError(f"{len(scores)} scores for {len(completions)} completions")
+        return [None if s is None or not math.isfinite(float(s)) else float(s) for s in scores], failures
+    except Exception:  # noqa: BLE001 - contract: a reward never stops the stage
+        return [0.0] * len(completions), len(completions)
+
+
+def group_advantages(rewards: list[float], transform: str = "none") -> tuple[list[float], bool]:
+    """(r - mean) / std within one group (population std); all zeros when std is ~0."""
+    n = len(rewards)
+    mean = sum(rewards) / n
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n)
+    if std < _ZERO_STD:
+        return [0.0] * n, True
+    adv = [(r - mean) / std for r in rewards]
+    return ([math.tanh(a) for a in adv] if transform == "tanh" else adv), False
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+class GRPOTrainer:
+    kind = "grpo"
+    progress_keys = ("reward_mean", "reward_std", "zero_var_frac", "completion_len_mean", "entropy", "grad_norm",
+                     "time_generation_s", "time_training_s")
+
+    def __init__(self, config: Any, tokenizer: Any, world_size: int = 1, rank: int = 0):
+        import pyarrow.parquet as pq
+
+        self.config, self.tokenizer, self.rank, self.world_size = config, tokenizer, rank, world_size
+        rows = pq.read_table(config.dataset).to_pylist()
+        self.rows, self.prompt_ids, self.skipped_long = [], [], 0
+        for i, row in enumerate(rows):
+            ids = tokenizer(self._render(row, i), add_special_tokens=False)["input_ids"]
+            if len(ids) > config.max_prompt_tokens:
+                self.skipped_long += 1
+                continue
+            self.rows.append(row)
+            self.prompt_ids.append(ids)
+        if not self.rows:
+            raise ValueError(f"{config.dataset}: no usable prompts ({self.skipped_long} over max_prompt_tokens)")
+        self.rewards = [resolve_reward(n, config.reward_options.get(n, {})) for n in config.rewards]
+        self.weights = config.reward_weights or [1.0] * len(self.rewards)
+        self.total_steps, self.warmup_steps = config.max_steps, config.warmup_steps
+        self.order = DataOrder(len(self.rows), config.seed)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.backend: Any = None
+        self.engine: Any = None
+        self.reference: Any = None
+
+    def _render(self, row: dict[str, Any], index: int) -> str:
+        from curation.chat import render_prompt
+
+        mode = self.config.mode
+        if mode == "row":
+            mode = row.get("mode") or "think"
+        elif mode == "alternate":
+            mode = "think" if index % 2 == 0 else "no_think"
+        return render_prompt(row["prompt"], mode, self.config.system_prompt, row.get("tools"))
+
+    def attach(self, backend: Any) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.backend = backend
+        cfg = self.config
+        if cfg.rollout_engine == "vllm":
+            from trainer.rollout_vllm import VLLMRolloutEngine
+
+            self.engine = VLLMRolloutEngine(cfg.policy, self.tokenizer, cfg.vllm, seed=cfg.seed)
+            self.engine.sync_weights(backend.model)  # a resumed model differs from cfg.policy
+        else:
+            self.engine = HFRolloutEngine(backend.model, self.tokenizer, cfg.rollout_batch_size,
+                                          generate_kwargs=backend.generate_kwargs())
+        if cfg.kl_coef > 0:  # frozen copy of the stage's input policy
+            self.reference = AutoModelForCausalLM.from_pretrained(cfg.policy, dtype=torch.float32).to(backend.device)
+            self.reference.eval().requires_grad_(False)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"data_order": self.order.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.order.load_state_dict(state["data_order"])
+
+    def summary(self) -> dict[str, Any]:
+        return {"prompts": len(self.rows), "skipped_long_prompts": self.skipped_long}
+
+    def reward_records(self) -> list[dict[str, Any]]:
+        return [{"name": n, "version": str(getattr(r, "version", "unknown")), "weight": w,
+                 "options": self.config.reward_options.get(n, {})}
+                for n, r, w in zip(self.config.rewards, self.rewards, self.weights)]
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def _sample(self, indices: list[int], step: int, round_: int, max_new: int, temp: float) -> list[list[Rollout]]:
+        seed = (self.config.seed * 1_000_003 + step * 1009 + round_ * 101 + self.rank) % 2**63
+        return self.engine.generate([self.prompt_ids[i] for i in indices], self.config.num_generations, max_new,
+                                    temp, self.config.top_p, seed=seed)
+
+    def _score(self, indices: list[int], groups: list[list[Rollout]], metrics: dict[str, list]) -> list[list[float]]:
+        """Weighted total reward per rollout; per-reward scores and failures go to `metrics`."""
+        G = self.config.num_generations
+        prompts = [self.rows[i]["prompt"] for i in indices for _ in range(G)]
+        texts = [r.text for g in groups for r in g]
+        columns = {k: [self.rows[i].get(k) for i in indices for _ in range(G)]
+                   for k in self.rows[0] if k != "prompt"}
+        totals = [0.0] * len(texts)
+        for name, reward, weight in zip(self.config.rewards, self.rewards, self.weights):
+            scores, failures = score_reward(reward, prompts, texts, columns)
+            metrics.setdefault(f"reward/{name}", []).extend(s for s in scores if s is not None)
+            metrics.setdefault(f"reward_failures/{name}", []).append(failures)
+            totals = [t + weight * (s or 0.0) for t, s in zip(totals, scores)]
+        return [totals[k * G:(k + 1) * G] for k in range(len(indices))]
+
+    def _collect(self, step: int, max_new: int, temp: float, metrics: dict[str, list]) -> list[tuple[list[int], list[Rollout], list[float], list[float]]]:
+        """Sample + score prompts for this step: [(prompt ids, rollouts, rewards, advantages)]."""
+        cfg, backend = self.config, self.backend
+        kept: list[tuple] = []
+        need = cfg.prompts_per_step
+        rounds = 1 + (cfg.max_refill_rounds if cfg.dynamic_filtering and cfg.refill else 0)
+        for round_ in range(rounds):
+            picked = self.order.take(need)  # same global order on every rank
+            mine = picked[self.rank::self.world_size]
+            t0 = time.perf_counter()
+            groups = self._sample(mine, step, round_, max_new, temp) if mine else []
+            metrics["time_generation_s"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            rewards = self._score(mine, groups, metrics) if mine else []
+            metrics["time_reward_s"].append(time.perf_counter() - t0)
+            for i, rollouts, r in zip(mine, groups, rewards):
+                adv, zero = group_advantages(r, cfg.advantage_transform)
+                metrics["groups"].append(1)
+                metrics["zero_var"].append(int(zero))
+                metrics["rewards"].extend(r)
+                metrics["lengths"].extend(len(x.token_ids) for x in rollouts)
+                metrics["truncated"].extend(int(x.truncated) for x in rollouts)
+                if zero and cfg.dynamic_filtering:
+                    continue
+                kept.append((self.prompt_ids[i], rollouts, r, adv))
+            (have,) = backend.all_reduce_sum([float(len(kept))])
+            need = cfg.prompts_per_step - int(have)
+            if need <= 0 or round_ + 1 == rounds:
+                break
+            metrics["refill_rounds"].append(1)
+        if cfg.dynamic_filtering and cfg.refill:
+            kept = kept[:max(0, math.ceil(cfg.prompts_per_step / self.world_size))]
+        return kept
+
+    def train_step(self, step: int) -> dict[str, float]:
+        import torch
+
+        cfg, backend = self.config, self.backend
+        t_start = time.perf_counter()
+        max_new, temp = cfg.budget_at(step)
+        m: dict[str, list] = {k: [] for k in ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards",
+                                              "lengths", "truncated", "refill_rounds")}
+        kept = self._collect(step, max_new, temp, m)
+        # Rollouts that carry loss: overlong ones are excluded; zero-weight ones cannot move the
+        # weights (no KL, ratio 1), so their forward is skipped, but they still count in the
+        # token-level denominator unless filtered, as in the paper's loss.
+        seqs, denom_tokens, denom_seqs = [], 0, 0
+        for prompt, rollouts, _, adv in kept:
+            for rollout, a in zip(rollouts, adv):
+                if cfg.overlong_filtering and rollout.truncated or not rollout.token_ids:
+                    continue
+                denom_tokens += len(rollout.token_ids)
+                denom_seqs += 1
+                if a != 0.0 or self.reference is not None:
+                    seqs.append((prompt, rollout.token_ids, a))
+        n_tok, n_seq, n_trained = backend.all_reduce_sum([float(denom_tokens), float(denom_seqs), float(len(seqs))])
+        t0 = time.perf_counter()
+        loss_total, entropy_sum, entropy_n, kl_sum, grad_norm = 0.0, 0.0, 0, 0.0, 0.0
+        old_logps: dict[int, Any] = {}
+        for epoch in range(cfg.ppo_epochs if n_trained else 0):  # nothing to learn: no update at all
+            batches = self._micro_batches(seqs)
+            # Under ZeRO every rank runs the same number of forward/backward passes; a rank with
+            # fewer batches runs a dummy one with zero loss.
+            n_batches = max(backend.gather_objects(len(batches)))
+            for k in range(n_batches):
+                rows = batches[k] if k < len(batches) else [([self.pad_id], [self.pad_id], 0.0)]
+                loss, stats = self._loss(rows, epoch, k, old_logps, n_tok, n_seq, dummy=k >= len(batches))
+                check_finite(loss, step)
+                backend.backward(loss * backend.grad_scale(), last=k == n_batches - 1)
+                loss_total += float(loss.detach())
+                if epoch == 0:
+                    entropy_sum += stats["entropy_sum"]
+                    entropy_n += stats["n"]
+                    kl_sum += stats["kl_sum"]
+            grad_norm = backend.step()
+            if cfg.rollout_engine != "hf":
+                self.engine.sync_weights(backend.model)
+        t_train = time.perf_counter() - t0
+        totals = backend.all_reduce_sum([loss_total, entropy_sum, float(entropy_n), kl_sum])
+        return self._metrics(m, totals, grad_norm, n_trained, max_new, temp, t_train, time.perf_counter() - t_start)
+
+    def _micro_batches(self, seqs: list[tuple]) -> list[list[tuple]]:
+        """Sorted by length, cut so each padded micro-batch holds about micro_batch_tokens."""
+        order = sorted(range(len(seqs)), key=lambda j: len(seqs[j][0]) + len(seqs[j][1]))
+        batches, current = [], []
+        for j in order:
+            width = len(seqs[j][0]) + len(seqs[j][1])
+            if current and width * (len(current) + 1) > self.config.micro_batch_tokens:
+                batches.append(current)
+                current = []
+            current.append(seqs[j])
+        return batches + ([current] if current else [])
+
+    def _loss(self, rows: list[tuple], epoch: int, k: int, old_logps: dict[int, Any], n_tok: float, n_seq: float,
+              dummy: bool = False):
+        import torch
+
+        cfg, backend = self.config, self.backend
+        batch = build_batch([[(p + c, [False] * len(p) + [True] * len(c))] for p, c, _ in rows], self.pad_id)
+        logp, entropy = target_logprobs(backend, batch, with_entropy=epoch == 0)
+        adv = torch.tensor([a for _, c, a in rows for _ in c], dtype=logp.dtype, device=logp.device)
+        if cfg.loss_aggregation == "token":
+            weight = torch.full_like(logp, 1.0 / max(n_tok, 1.0))
+        else:
+            weight = torch.tensor([1.0 / (len(c) * max(n_seq, 1.0)) for _, c, _ in rows for _ in c],
+                                  dtype=logp.dtype, device=logp.device)
+        if epoch == 0:  # micro-batches are identical across epochs, so k names the same rows
+            old_logps[k] = logp.detach()
+        ratio = torch.exp(logp - old_logps[k])  # exactly 1 (with the policy gradient) on epoch 0
+        objective = ratio * adv
+        if cfg.clip_eps is not None:
+            clipped = torch.clamp(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv
+            objective = torch.minimum(objective, clipped)
+        per_token = -objective
+        kl_sum = 0.0
+        if self.reference is not None:
+            with torch.no_grad():
+                ref, _ = target_logprobs(backend, batch, model=self.reference)
+            delta = ref - logp
+            kl = torch.exp(delta) - delta - 1  # k3 estimator, unbiased and >= 0
+            per_token = per_token + cfg.kl_coef * kl
+            kl_sum = float(kl.detach().sum())
+        loss = (per_token * weight).sum()
+        if dummy:
+            return loss * 0.0, {"entropy_sum": 0.0, "n": 0, "kl_sum": 0.0}
+        ent = float(entropy.sum()) if entropy is not None else 0.0
+        return loss, {"entropy_sum": ent, "n": int(logp.numel()), "kl_sum": kl_sum}
+
+    def _metrics(self, m: dict[str, list], totals: list[float], grad_norm: float, n_trained: float,
+                 max_new: int, temp: float, t_train: float, t_step: float) -> dict[str, float]:
+        backend = self.backend
+        loss, ent_sum, ent_n, kl_sum = totals
+        gathered = backend.gather_objects({k: v for k, v in m.items()})
+        merged: dict[str, list] = {}
+        for part in gathered:
+            for k, v in part.items():
+                merged.setdefault(k, []).extend(v)
+        rewards_mean, rewards_std = _stats(merged["rewards"])
+        lengths = merged["lengths"]
+        out = {
+            "loss": loss, "reward_mean": rewards_mean, "reward_std": rewards_std,
+            "zero_var_frac": sum(merged["zero_var"]) / max(1, len(merged["groups"])),
+            "filtered_groups": float(sum(merged["zero_var"]) if self.config.dynamic_filtering else 0),
+            "refill_rounds": float(len(m["refill_rounds"])),
+            "completion_len_mean": sum(lengths) / max(1, len(lengths)), "completion_len_max": float(max(lengths, default=0)),
+            "truncated_frac": sum(merged["truncated"]) / max(1, len(merged["truncated"])),
+            "entropy": ent_sum / ent_n if ent_n else float("nan"), "kl": kl_sum / ent_n if ent_n else 0.0,
+            "trained_rollouts": n_trained, "grad_norm": grad_norm, "lr": backend.lr(),
+            "max_new_tokens": float(max_new), "temperature": temp,
+            "time_generation_s": sum(m["time_generation_s"]), "time_reward_s": sum(m["time_reward_s"]),
+            "time_training_s": t_train, "time_step_s": t_step,
+            "tokens_per_s": sum(lengths) / max(t_step, 1e-9),
+        }
+        for key, values in merged.items():
+            if key.startswith("reward/"):
+                out[f"{key}/mean"], out[f"{key}/std"] = _stats(values)
+            elif key.startswith("reward_failures/"):
+                out[key] = float(sum(values))
+        return out
