@@ -15,7 +15,6 @@ and reports `path`, `data_version`, counts and lineage as metadata. Data version
 hashes (datasets) or input hashes (checkpoints), so staleness follows content, not runs.
 """
 
-from __future__ import annotations
 
 import dagster as dg
 

@@ -7,7 +7,6 @@ and old and new checkpoints coexist after a dataset swap. Each RL checkpoint dep
 parent, its own prompt set and its own rewards only.
 """
 
-from __future__ import annotations
 
 import json
 from pathlib import Path

@@ -7,7 +7,6 @@ upstream folder from the latest materialization in the Dagster instance, and the
 records (manifest.json / lineage.json) carry the same paths so audits work without Dagster.
 """
 
-from __future__ import annotations
 
 import hashlib
 import json

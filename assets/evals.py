@@ -7,7 +7,6 @@ of earlier RL stages: a drop larger than max(tolerance points, 2 standard errors
 difference) fails it, so small eval sets do not block on noise.
 """
 
-from __future__ import annotations
 
 import json
 import math

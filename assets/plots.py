@@ -1,7 +1,6 @@
 """Small matplotlib renderings embedded in asset metadata as markdown images (data URIs),
 so the Dagster UI shows reward curves and the forgetting matrix without extra services."""
 
-from __future__ import annotations
 
 import base64
 import io

@@ -6,7 +6,6 @@ hash, so replacing the file (or pointing the recipe elsewhere) is what makes eve
 downstream stale; nothing else has to be told.
 """
 
-from __future__ import annotations
 
 import hashlib
 from pathlib import Path

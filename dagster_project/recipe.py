@@ -96,6 +96,12 @@ class DecontamConfig(_Strict):
     fields: list[str] | None = None
     """Corpus text fields to check; default: every string field."""
 
+    def fields_for(self, schema) -> list[str] | None:
+        """The configured fields present in `schema` (None: every string field)."""
+        if self.fields is None:
+            return None
+        return [f for f in self.fields if f in schema.names] or None
+
 
 class NearDupConfig(_Strict):
     enabled: bool = True

@@ -1,0 +1,100 @@
+"""Data-quality asset checks on every curated table and training corpus (all blocking, so a
+corpus that fails never reaches a trainer):
+
+  no_benchmark_overlap  re-scans the written corpus: zero n-grams shared with any benchmark
+  row_accounting        manifest identity rows_in = rows_out + Σ dropped, and the parquet agrees
+  schema                the parquet has the canonical schema of its kind
+"""
+
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import dagster as dg
+import pyarrow as pa
+
+from assets.common import BENCHMARKS, CORPORA, CURATED, key, upstream_path
+from dagster_project.recipe import Recipe
+
+
+def _read(context, asset_key: dg.AssetKey) -> tuple[Path, pa.Table]:
+    import pyarrow.parquet as pq
+
+    folder = upstream_path(context, asset_key)
+    return folder, pq.read_table(folder / "data.parquet")
+
+
+def _benchmarks(context, recipe: Recipe) -> dict[str, pa.Table]:
+    import pyarrow.parquet as pq
+
+    out = {}
+    for b in recipe.benchmarks:
+        table = pq.read_table(upstream_path(context, key(BENCHMARKS, f"bench_{b.name}")) / "data.parquet")
+        out[b.name] = table.select(b.fields) if b.fields else table
+    return out
+
+
+def _overlap_check(recipe: Recipe, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
+    bench_keys = [key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks]
+
+    @dg.asset_check(asset=asset_key, name="no_benchmark_overlap", blocking=True, additional_deps=bench_keys,
+                    description=f"No row shares a {recipe.curation.decontam.ngram}-gram with any benchmark row.")
+    def no_benchmark_overlap(context) -> dg.AssetCheckResult:
+        from curation.decontam import BenchmarkIndex, decontaminate_table
+
+        _, table = _read(context, asset_key)
+        index = BenchmarkIndex.build(_benchmarks(context, recipe), n=recipe.curation.decontam.ngram)
+        _, hits = decontaminate_table(table, index, recipe.curation.decontam.fields_for(table.schema))
+        return dg.AssetCheckResult(passed=not hits, metadata={
+            "overlapping_rows": len(hits), "examples": dg.MetadataValue.json([h.as_report() for h in hits[:5]])})
+
+    return no_benchmark_overlap
+
+
+def _accounting_check(asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset_key, name="row_accounting", blocking=True,
+                    description="rows_in = rows_out + Σ dropped, and the parquet holds rows_out rows.")
+    def row_accounting(context) -> dg.AssetCheckResult:
+        folder, table = _read(context, asset_key)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        dropped = sum(manifest["dropped"].values())
+        ok = manifest["rows_in"] == manifest["rows_out"] + dropped and table.num_rows == manifest["rows_out"]
+        return dg.AssetCheckResult(passed=ok, metadata={
+            "rows_in": manifest["rows_in"], "rows_out": manifest["rows_out"], "dropped": dropped,
+            "parquet_rows": table.num_rows})
+
+    return row_accounting
+
+
+def _schema_check(asset_key: dg.AssetKey, expected: Callable[[], pa.Schema]) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset_key, name="schema", blocking=True,
+                    description="The parquet has every canonical field with its canonical type.")
+    def schema(context) -> dg.AssetCheckResult:
+        _, table = _read(context, asset_key)
+        want = expected()
+        problems = [f"{f.name}: missing" if f.name not in table.schema.names
+                    else f"{f.name}: {table.schema.field(f.name).type} != {f.type}"
+                    for f in want
+                    if f.name not in table.schema.names or not table.schema.field(f.name).type.equals(f.type)]
+        return dg.AssetCheckResult(passed=not problems, metadata={"problems": dg.MetadataValue.json(problems)})
+
+    return schema
+
+
+def build_data_checks(recipe: Recipe) -> list[dg.AssetChecksDefinition]:
+    from curation.schemas import DOMAIN_SCHEMAS, RL_SCHEMA, SFT_SCHEMA
+
+    targets: list[tuple[dg.AssetKey, Callable[[], pa.Schema]]] = []
+    for s in recipe.sources:
+        targets.append((key(CURATED, f"clean_{s.name}"), lambda d=s.domain: DOMAIN_SCHEMAS[d]))
+    for stage in recipe.sft_stages:
+        targets.append((key(CORPORA, f"{stage.name}_data"), lambda: SFT_SCHEMA))
+    if recipe.reward_model:
+        targets.append((key(CORPORA, f"{recipe.reward_model.name}_data"), lambda: DOMAIN_SCHEMAS["preference"]))
+    for stage in recipe.rl_stages:
+        targets.append((key(CORPORA, f"{stage.name}_prompts"), lambda: RL_SCHEMA))
+    checks = []
+    for asset_key, schema in targets:
+        checks += [_overlap_check(recipe, asset_key), _accounting_check(asset_key), _schema_check(asset_key, schema)]
+    return checks
