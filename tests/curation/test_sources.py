@@ -1,0 +1,94 @@
+"""Sources map onto canonical schemas; every invalid row is quarantined with its reason."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curation.schemas import DOMAIN_SCHEMAS
+from curation.sources import load_benchmark, load_source
+
+_LINES = [
+    b'{"question": "What is 2+2?", "final": 4}',
+    b"",  # blank: not a row
+    b"{not json",
+    b'\xff\xfe{"question": "x", "final": "1"}',
+    b'{"question": "  ", "final": "1"}',
+    b'{"question": "Hi", "final": ["x"]}',
+    b"[1, 2]",
+    b'{"final": "3"}',
+    b'{"question": "\\ud800", "final": "1"}',
+    b'{"question": "Fine", "final": "7", "think_response": "<think>t</think>7"}',
+]
+
+
+def test_jsonl_quarantines_each_bad_line_with_a_reason(tmp_path):
+    path = tmp_path / "math.jsonl"
+    path.write_bytes(b"\n".join(_LINES) + b"\n")
+    res = load_source(path, "jsonl", "math", "m", columns={"prompt": "question", "answer": "final"})
+    assert res.table.schema == DOMAIN_SCHEMAS["math"]
+    assert res.table.column("prompt").to_pylist() == ["What is 2+2?", "Fine"]
+    assert res.table.column("answer").to_pylist() == ["4", "7"]  # a number is taken as its text
+    assert res.dropped == {
+        "invalid_json": 1, "undecodable_text": 2, "empty_field:prompt": 1,
+        "wrong_type:answer": 1, "not_an_object": 1, "missing_field:prompt": 1,
+    }
+    assert res.rows_in == res.table.num_rows + sum(res.dropped.values()) == 9
+    q = res.quarantine.to_pylist()
+    assert [r["line"] for r in q] == [1, 2, 3, 4, 5, 6, 7]
+    assert q[0] == {"source": "m", "line": 1, "reason": "invalid_json", "raw": "{not json"}
+
+
+def test_row_ids_are_stable_and_content_derived(tmp_path):
+    rows = [{"prompt": "p1", "tests": [{"kind": "assert"}]}, {"prompt": "p2", "tests": "[]"}]
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in rows))
+    pq.write_table(pa.table({"prompt": ["p2", "p1"], "tests": ["[]", '[{"kind": "assert"}]']}), tmp_path / "c.parquet")
+    a = load_source(jsonl, "jsonl", "code", "code_src")
+    b = load_source(tmp_path / "c.parquet", "parquet", "code", "code_src")
+    assert a.table.column("tests").to_pylist()[0] == '[{"kind": "assert"}]'  # JSON fields serialised
+    assert sorted(a.table.column("row_id").to_pylist()) == sorted(b.table.column("row_id").to_pylist())
+    other = load_source(jsonl, "jsonl", "code", "other_src")
+    assert set(other.table.column("row_id").to_pylist()).isdisjoint(a.table.column("row_id").to_pylist())
+    assert load_source(jsonl, "jsonl", "code", "code_src", limit=1).rows_in == 1
+
+
+def test_parquet_and_hf_rows_use_the_same_validator(tmp_path):
+    import datasets
+
+    data = {"prompt": ["ok", ""], "instruction_id_list": [["punctuation:no_comma"], ["x"]], "kwargs": ["[{}]", "[{}]"]}
+    pq.write_table(pa.table(data), tmp_path / "if.parquet")
+    datasets.Dataset.from_dict(data).save_to_disk(str(tmp_path / "hf"))
+    for fmt, path in (("parquet", tmp_path / "if.parquet"), ("hf", tmp_path / "hf")):
+        res = load_source(path, fmt, "instruction", "ifs")
+        assert res.table.column("instruction_id_list").to_pylist() == [["punctuation:no_comma"]]
+        assert res.dropped == {"empty_field:prompt": 1}
+        assert json.loads(res.quarantine.column("raw")[0].as_py())["prompt"] == ""
+
+
+def test_unknown_domain_or_format_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="domain"):
+        load_source(tmp_path / "x.jsonl", "jsonl", "poetry", "s")
+    with pytest.raises(ValueError, match="format"):
+        load_source(tmp_path / "x.jsonl", "csv", "math", "s")
+
+
+def test_builtin_benchmarks_ship_real_text():
+    he = load_benchmark(builtin="humaneval")
+    assert he.num_rows == 164 and "def has_close_elements" in he.column("prompt")[0].as_py()
+    gsm = load_benchmark(builtin="gsm8k")
+    assert gsm.num_rows == 100 and {"question", "answer", "final_answer"} <= set(gsm.column_names)
+    assert all(pa.types.is_string(f.type) for f in gsm.schema)
+
+
+def test_benchmark_file_with_domain_is_canonical(tmp_path):
+    path = tmp_path / "eval.jsonl"
+    path.write_text(json.dumps({"prompt": "1+1?", "answer": "2"}) + "\n")
+    assert load_benchmark(path=path).column_names == ["prompt", "answer"]
+    assert load_benchmark(path=path, domain="math", name="ev").schema == DOMAIN_SCHEMAS["math"]
+    path.write_text(json.dumps({"prompt": "1+1?"}) + "\n")
+    with pytest.raises(ValueError, match="missing_field:answer"):
+        load_benchmark(path=path, domain="math")
