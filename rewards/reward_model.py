@@ -1,0 +1,284 @@
+"""RLHF reward: a Bradley–Terry scalar reward model (train, save, score) and `RMReward`.
+
+Training: `AutoModelForSequenceClassification(num_labels=1)` on (prompt, chosen, rejected)
+rows with loss −log σ(r_chosen − r_rejected); saved in Hugging Face sequence-classification
+format with its tokenizer, so any HF tooling can load it.
+
+Pooling, done here rather than by HF's head: HF finds "the last token" as the last token
+that is not `pad_token_id`. When pad == EOS (the usual fallback for tokenizers without a
+pad token) an EOS inside the text is mistaken for padding. We pool at the last position of
+the *attention mask* instead (right for left or right padding and for pad == EOS) and pass
+position ids from the mask, so a left-padded row scores as it would unpadded.
+
+Texts are ChatML (`curation.chat.render_messages`) of the prompt and the response's final
+text (after `</think>`): the paper scores the answer, not the reasoning. Truncation keeps
+the end of a long text, where the pooled token is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import unicodedata
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from rewards.base import Reward, RewardResult, final_text
+
+
+@dataclass
+class RMConfig:
+    """Bradley–Terry reward-model training settings."""
+
+    learning_rate: float = 1e-5
+    """AdamW learning rate."""
+    epochs: int = 1
+    """Passes over the preference table."""
+    batch_size: int = 8
+    """Preference pairs per optimiser step."""
+    max_length: int = 1024
+    """Token budget per rendered (prompt, response); longer texts keep their end."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    seed: int = 0
+    """Seed for head initialisation and shuffling."""
+    max_steps: int | None = None
+    """Stop after this many optimiser steps (None: run all epochs)."""
+
+
+def render(prompt: Any, response: str) -> str:
+    """ChatML text the reward model reads: the user turn(s) and the response's final text."""
+    from curation.chat import render_messages
+
+    if isinstance(prompt, str):
+        try:  # a canonical prompt may be a JSON conversation
+            decoded = json.loads(prompt)
+            messages = decoded if isinstance(decoded, list) else [{"role": "user", "content": prompt}]
+        except ValueError:
+            messages = [{"role": "user", "content": prompt}]
+    elif isinstance(prompt, list):
+        messages = list(prompt)
+    else:
+        messages = [{"role": "user", "content": "" if prompt is None else str(prompt)}]
+    return render_messages([*messages, {"role": "assistant", "content": final_text(response)}])
+
+
+def _load_tokenizer(path: str | Path, max_length: int):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:  # pooling does not rely on pad ids, so EOS is a safe pad
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.truncation_side = "left"
+    tokenizer.model_max_length = max_length
+    return tokenizer
+
+
+def pooled_scores(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    """Scalar per row from the score head at the last attended position (any padding side)."""
+    import torch
+
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+    head = getattr(model, "score", None) or model.classifier
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    last = (positions * attention_mask.long()).argmax(-1)
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    return head(hidden[rows, last]).squeeze(-1).float()
+
+
+def _preference_rows(table: Any) -> list[dict[str, Any]]:
+    """Rows of a pyarrow/polars table, a parquet/jsonl path, or an iterable of dicts."""
+    if isinstance(table, (str, Path)):
+        path = Path(table)
+        if path.suffix == ".jsonl":
+            return [json.loads(line) for line in path.open() if line.strip()]
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+    if hasattr(table, "to_pylist"):
+        return table.to_pylist()
+    if hasattr(table, "to_dicts"):
+        return table.to_dicts()
+    return list(table)
+
+
+def train_reward_model(base_model_dir: str | Path, preference_table: Any, output_dir: str | Path,
+                       config: RMConfig | None = None) -> Path:
+    """Train a Bradley–Terry RM on (prompt, chosen, rejected) rows; returns `output_dir`.
+
+    Writes the model (HF sequence-classification, num_labels=1), tokenizer and
+    `rm_training.json` (config, steps, per-step losses, final train accuracy).
+    """
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoModelForSequenceClassification
+
+    config = config or RMConfig()
+    rows = [r for r in _preference_rows(preference_table) if r.get("chosen") and r.get("rejected")]
+    if not rows:
+        raise ValueError("preference table has no (prompt, chosen, rejected) rows")
+    torch.manual_seed(config.seed)
+    tokenizer = _load_tokenizer(base_model_dir, config.max_length)
+    model = AutoModelForSequenceClassification.from_pretrained(base_model_dir, num_labels=1, dtype=torch.float32)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.train()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, betas=(0.9, 0.95),
+                                  weight_decay=config.weight_decay)
+    generator = torch.Generator().manual_seed(config.seed)
+    losses: list[float] = []
+    correct = seen = 0
+    for _ in range(config.epochs):
+        order = torch.randperm(len(rows), generator=generator).tolist()
+        for start in range(0, len(order), config.batch_size):
+            batch = [rows[i] for i in order[start:start + config.batch_size]]
+            texts = [render(r.get("prompt"), r["chosen"]) for r in batch] + [render(r.get("prompt"), r["rejected"]) for r in batch]
+            enc = tokenizer(texts, return_tensors="pt", padding=True, truncation=True)
+            scores = pooled_scores(model, enc["input_ids"], enc["attention_mask"])
+            margin = scores[: len(batch)] - scores[len(batch):]
+            loss = -F.logsigmoid(margin).mean()
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            losses.append(loss.item())
+            correct, seen = correct + int((margin > 0).sum()), seen + len(batch)
+            if config.max_steps is not None and len(losses) >= config.max_steps:
+                break
+        if config.max_steps is not None and len(losses) >= config.max_steps:
+            break
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    (output_dir / "rm_training.json").write_text(json.dumps(
+        {"config": asdict(config), "pairs": len(rows), "steps": len(losses), "losses": losses,
+         "train_accuracy": correct / max(1, seen)}, indent=1))
+    return output_dir
+
+
+class RewardModelScorer:
+    """Scores (prompt, response) pairs with a saved reward model: `scorer(prompts, responses)`."""
+
+    def __init__(self, path: str | Path, batch_size: int = 8, max_length: int = 1024, padding_side: str = "right"):
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.tokenizer = _load_tokenizer(self.path, max_length)
+        self.tokenizer.padding_side = padding_side
+        self.model = AutoModelForSequenceClassification.from_pretrained(self.path, dtype=torch.float32).eval()
+
+    def score_texts(self, texts: Sequence[str]) -> list[float]:
+        """Scores of already-rendered texts."""
+        import torch
+
+        out: list[float] = []
+        with torch.no_grad():
+            for start in range(0, len(texts), self.batch_size):
+                enc = self.tokenizer(list(texts[start:start + self.batch_size]), return_tensors="pt", padding=True, truncation=True)
+                out.extend(pooled_scores(self.model, enc["input_ids"], enc["attention_mask"]).tolist())
+        return out
+
+    def __call__(self, prompts: Sequence[Any], responses: Sequence[str]) -> list[float]:
+        return self.score_texts([render(p, r) for p, r in zip(prompts, responses)])
+
+
+# Scripts whose letters count for language mixing. Greek is left out: math uses α, π, Σ.
+_SCRIPTS = ("LATIN", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "CYRILLIC", "ARABIC", "HEBREW", "DEVANAGARI", "THAI")
+_SCRIPT_GROUP = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK"}  # Japanese mixes these with kanji
+
+
+def script_shares(text: str) -> dict[str, float]:
+    """Share of each script among the words of `text`, outside code blocks and `$math$`.
+
+    Units are comparable across scripts: a run of letters of one alphabetic script is one
+    word, each CJK character is one (a Chinese character carries about a word).
+    """
+    import re
+
+    text = re.sub(r"```.*?(```|$)|`[^`]*`|\$[^$]*\$", " ", text, flags=re.DOTALL)
+    counts: dict[str, int] = {}
+    previous = None
+    for ch in text:
+        script = None
+        if ch.isalpha():
+            name = unicodedata.name(ch, "UNKNOWN").split(" ")[0]
+            script = _SCRIPT_GROUP.get(name, name) if name in _SCRIPTS else None
+        if script is not None and (script == "CJK" or script != previous):
+            counts[script] = counts.get(script, 0) + 1
+        previous = script
+    total = sum(counts.values())
+    return {k: v / total for k, v in counts.items()} if total else {}
+
+
+def mixes_languages(text: str, min_share: float = 0.1) -> bool:
+    """True when two or more scripts each hold at least `min_share` of the words.
+
+    >>> mixes_languages("The capital of China is 北京."), mixes_languages("中国的首都是北京。")
+    (True, False)
+    >>> mixes_languages("Ответ: $x = 5$, `numpy.sum`"), mixes_languages("So α + β = π.")
+    (False, False)
+    """
+    return sum(share >= min_share for share in script_shares(text).values()) >= 2
+
+
+class RMReward(Reward):
+    """RLHF reward: the reward model's score of the final text (registry name `rm`).
+
+    With `language_penalty` (the paper's default), a completion that mixes scripts gets the
+    batch minimum − 10, so the score depends on the batch (`batch_dependent`).
+    """
+
+    name = "rm"
+
+    def __init__(self, model_path: str | Path | None = None, language_penalty: bool = True,
+                 min_share: float = 0.1, batch_size: int = 8, scorer: Any = None):
+        """`model_path`: saved RM; `scorer`: any `(prompts, responses) -> scores` instead."""
+        if scorer is None and model_path is None:
+            raise ValueError("RMReward needs model_path (a trained reward model) or a scorer")
+        self.model_path, self.language_penalty, self.min_share = model_path, language_penalty, min_share
+        self._scorer, self._batch_size, self._version = scorer, batch_size, None
+
+    @property
+    def batch_dependent(self) -> bool:
+        return self.language_penalty
+
+    @property
+    def version(self) -> str:  # type: ignore[override]
+        """Changes with the weights (content hash), the penalty and its threshold."""
+        if self._version is None:
+            weights = "injected"
+            if self.model_path is not None:
+                digest = hashlib.blake2b(digest_size=8)
+                for f in sorted(Path(self.model_path).glob("*.safetensors")) + [Path(self.model_path) / "config.json"]:
+                    digest.update(f.read_bytes())
+                weights = digest.hexdigest()
+            self._version = f"1-{weights}" + (f"-lang{self.min_share}" if self.language_penalty else "")
+        return self._version
+
+    def scorer(self) -> Any:
+        if self._scorer is None:
+            self._scorer = RewardModelScorer(self.model_path, batch_size=self._batch_size)
+        return self._scorer
+
+    def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> list[RewardResult]:
+        if not completions:
+            return []
+        scores = [float(s) for s in self.scorer()(prompts, [final_text(c) for c in completions])]
+        if any(not math.isfinite(s) for s in scores):
+            raise FloatingPointError("reward model returned a non-finite score")
+        mixed = [self.language_penalty and mixes_languages(final_text(c), self.min_share) for c in completions]
+        floor = min(scores) - 10.0
+        return [RewardResult(floor, "language_mixing", detail=f"rm={s:.4f}") if m else RewardResult(s, "scored")
+                for s, m in zip(scores, mixed)]
+
+
+def score_pairs(scorer: RewardModelScorer, rows: Iterable[dict[str, Any]]) -> float:
+    """Fraction of (prompt, chosen, rejected) rows where chosen outscores rejected."""
+    rows = list(rows)
+    chosen = scorer([r.get("prompt") for r in rows], [r["chosen"] for r in rows])
+    rejected = scorer([r.get("prompt") for r in rows], [r["rejected"] for r in rows])
+    return sum(c > r for c, r in zip(chosen, rejected)) / max(1, len(rows))
