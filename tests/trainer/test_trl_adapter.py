@@ -109,7 +109,7 @@ def test_train_with_trl_two_steps(tmp_path, tiny_model_dir):
     assert not (out / "training_args.bin").exists()
     before, after = load_file(tiny_model_dir / "model.safetensors"), load_file(out / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before), "weights did not move"
-    assert [r["step"] for r in rows] == [1, 2] and summary["steps"] == 2
+    assert [r["step"] for r in rows] == [0, 1] and summary["steps"] == 2
     assert {"reward_mean", "reward_std", "grad_norm", "lr", "reward/parity/mean"} <= set(rows[0])
     # TRL called the reward with raw user prompts, G=2 completions each, columns aligned.
     assert len(reward.seen_prompts) == 2 * 2 * 2 and reward.mismatches == 0
@@ -117,7 +117,30 @@ def test_train_with_trl_two_steps(tmp_path, tiny_model_dir):
 
 
 def test_metrics_rows_skip_the_summary_entry():
-    history = [{"reward": 0.5, "reward_std": 0.1, "rewards/math/mean": 0.5, "step": 1, "grad_norm": 1.0},
+    history = [{"reward": 0.5, "reward_std": 0.1, "rewards/math/mean": 0.5, "step": 1, "grad_norm": 1.0,
+                "completions/mean_length": 10.0, "step_time": 2.0},
                {"train_runtime": 3.0, "step": 1}]
-    assert metrics_rows(history, ["math"]) == [
-        {"step": 1, "reward_mean": 0.5, "reward_std": 0.1, "grad_norm": 1.0, "reward/math/mean": 0.5}]
+    assert metrics_rows(history, ["math"], rollouts_per_step=4) == [
+        {"step": 0, "reward_mean": 0.5, "reward_std": 0.1, "grad_norm": 1.0, "completion_len_mean": 10.0,
+         "time_step_s": 2.0, "reward/math/mean": 0.5, "tokens_per_s": 20.0}]
+
+
+@pytest.mark.slow
+def test_run_grpo_backend_trl_keeps_the_stage_contract(tmp_path, tiny_model_dir):
+    import json
+
+    from trainer.stage import run_grpo
+
+    cfg = _config(tmp_path, tiny_model_dir, max_steps=1, overlong_filtering=False)
+    result = run_grpo(cfg)
+    out = tmp_path / "out"
+    assert result.output_dir == out and (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    lineage = json.loads((out / "lineage.json").read_text())
+    assert lineage["backend"] == "trl" and lineage["kind"] == "grpo"
+    assert lineage["rewards"][0]["name"] == "math" and lineage["rewards"][0]["version"]
+    assert lineage["dataset"]["version"] and lineage["summary"]["steps"] == 1
+    metrics = pq.read_table(out / "metrics.parquet").to_pylist()
+    assert [m["step"] for m in metrics] == [0] and "reward/math/mean" in metrics[0]
+    assert any((out / "tb").iterdir()) and not (out / "checkpoints").exists()
+    # Finished folders are never overwritten: the same config returns the existing result.
+    assert run_grpo(cfg).lineage_path == result.lineage_path

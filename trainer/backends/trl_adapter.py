@@ -33,20 +33,19 @@ if TYPE_CHECKING:
 REWARD_COLUMNS = ("row_id", "domain", "mode", "answer", "tests", "instruction_id_list", "kwargs",
                   "golden_patch", "code_context")
 USER_PROMPT = "user_prompt"
-# TRL log key -> our metrics.parquet column (the torch backend's names).
+# TRL log key -> our metrics.parquet column (the torch backend's names, trainer/grpo.py).
 METRIC_NAMES = {
     "reward": "reward_mean",
     "reward_std": "reward_std",
-    "frac_reward_zero_std": "frac_zero_std_groups",
-    "completions/mean_length": "response_length_mean",
-    "completions/max_length": "response_length_max",
+    "frac_reward_zero_std": "zero_var_frac",
+    "completions/mean_length": "completion_len_mean",
+    "completions/max_length": "completion_len_max",
     "completions/clipped_ratio": "truncated_frac",
     "entropy": "entropy",
     "grad_norm": "grad_norm",
     "learning_rate": "lr",
     "loss": "loss",
-    "step_time": "step_time_s",
-    "num_tokens": "num_tokens_total",
+    "step_time": "time_step_s",
 }
 
 
@@ -167,13 +166,14 @@ def _cuda_bf16() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-def metrics_rows(log_history: Sequence[dict[str, Any]], reward_names: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per optimizer step from TRL's log history, in the torch backend's metric names."""
+def metrics_rows(log_history: Sequence[dict[str, Any]], reward_names: Sequence[str],
+                 rollouts_per_step: int) -> list[dict[str, Any]]:
+    """One row per optimizer step from TRL's log history, in the torch backend's names (0-based steps)."""
     rows = []
     for entry in log_history:
         if "step" not in entry or "train_runtime" in entry:
             continue  # the end-of-training summary is not a step
-        row: dict[str, Any] = {"step": int(entry["step"])}
+        row: dict[str, Any] = {"step": int(entry["step"]) - 1}
         for src, dst in METRIC_NAMES.items():
             if src in entry:
                 row[dst] = float(entry[src])
@@ -182,6 +182,8 @@ def metrics_rows(log_history: Sequence[dict[str, Any]], reward_names: Sequence[s
                 key = f"rewards/{name}/{stat}"
                 if key in entry:
                     row[f"reward/{name}/{stat}"] = float(entry[key])
+        if "completion_len_mean" in row and row.get("time_step_s"):
+            row["tokens_per_s"] = row["completion_len_mean"] * rollouts_per_step / row["time_step_s"]
         rows.append(row)
     return rows
 
@@ -216,11 +218,41 @@ def train_with_trl(config: "GRPOConfig", output_dir: str, rewards: Sequence[Any]
     args_file = os.path.join(output_dir, "training_args.bin")
     if os.path.exists(args_file):
         os.remove(args_file)  # pickled TRL args: not part of the HF checkpoint contract
-    rows = metrics_rows(trainer.state.log_history, [getattr(r, "name", str(r)) for r in rewards])
-    summary = {"backend": "trl", "steps": int(trainer.state.global_step), "prompts": len(dataset),
-               "prompts_skipped_too_long": skipped,
-               "final_reward_mean": rows[-1].get("reward_mean") if rows else None}
+    rows = metrics_rows(trainer.state.log_history, [getattr(r, "name", str(r)) for r in rewards],
+                        config.prompts_per_step * config.num_generations)
+    summary = {"steps": int(trainer.state.global_step), "prompts": len(dataset), "skipped_long_prompts": skipped}
     return rows, summary
+
+
+def run_grpo_trl(config: "GRPOConfig") -> Any:
+    """The GRPO stage through TRL -> trainer.stage.StageResult (same folder layout as the torch backend).
+
+    trainer.stage.run_grpo dispatches here for backend=trl, after its never-overwrite check.
+    """
+    import shutil
+    from pathlib import Path
+
+    from trainer.grpo import resolve_reward
+    from trainer.lineage import build_lineage, write_lineage
+    from trainer.metrics import MetricsWriter
+    from trainer.stage import result_for
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rewards = [resolve_reward(n, config.reward_options.get(n, {})) for n in config.rewards]
+    rows, summary = train_with_trl(config, str(out), rewards)
+    metrics = MetricsWriter(out, config.tensorboard)
+    for row in rows:
+        metrics.log(row.pop("step"), row)
+    metrics.close()
+    if metrics.rows:
+        summary["final_metrics"] = {k: v for k, v in metrics.rows[-1].items() if isinstance(v, float)}
+    weights = config.reward_weights or [1.0] * len(rewards)
+    records = [{"name": n, "version": str(getattr(r, "version", "unknown")), "weight": w,
+                "options": config.reward_options.get(n, {})} for n, r, w in zip(config.rewards, rewards, weights)]
+    write_lineage(out, build_lineage(config, "grpo", rewards=records, summary=summary))
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the finished stage supersedes them
+    return result_for(out)
 
 
 def _has_checkpoint(work_dir: str) -> bool:
