@@ -1,0 +1,125 @@
+"""GRPO step time: our torch backend vs TRL 1.16's GRPOTrainer, side by side in one run.
+
+Same model (SmolLM2-135M-Instruct via trainer.models.ensure_base_model), same prompts (2-digit
+arithmetic, /no_think), same prompts x G (4 x 4), same max new tokens (64), same temperature,
+same reward (math), same optimizer settings: both runs are `trainer.stage.run_grpo` on one
+GRPOConfig that differs only in `backend` (torch | trl; the TRL plug maps it onto TRL's config).
+Each backend runs in its own fresh process (no shared thread pools, caches or global torch
+flags); the median step time over the steps after the first (warm-up) is compared.
+Goal (issue 4): ours <= 0.7 x TRL's step time.
+
+Usage: nice python benchmarks/bench_grpo_vs_trl.py [--steps 4] [--out .cascade/bench/grpo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def write_prompts(path: Path, n: int, seed: int) -> None:
+    """RL_SCHEMA rows: 2-digit addition/subtraction questions with reference answers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curation.schemas import RL_SCHEMA
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        plus = rng.random() < 0.5
+        rows.append({"row_id": f"b{i}", "source": "bench", "domain": "math", "mode": "no_think",
+                     "prompt": f"What is {a} {'plus' if plus else 'minus'} {b}? Put the answer in \\boxed{{}}.",
+                     "answer": str(a + b if plus else a - b)})
+    pq.write_table(pa.Table.from_pylist(rows, schema=RL_SCHEMA), path)
+
+
+def run_one(backend: str, args: argparse.Namespace) -> dict:
+    """One backend in this process: run the stage and summarise its per-step metrics."""
+    import pyarrow.parquet as pq
+
+    from trainer.config import GRPOConfig
+    from trainer.models import ensure_base_model
+    from trainer.stage import run_grpo
+
+    out = Path(args.out)
+    policy = ensure_base_model()
+    data = out / "prompts.parquet"
+    stage_dir = out / f"{backend}_{time.strftime('%Y%m%d-%H%M%S')}"
+    config = GRPOConfig(policy=str(policy), dataset=str(data), output_dir=str(stage_dir), rewards=["math"],
+                        backend=backend, max_steps=args.steps, prompts_per_step=args.prompts,
+                        num_generations=args.generations, max_new_tokens=args.max_new_tokens,
+                        learning_rate=1e-6, temperature=1.0, seed=args.seed, tensorboard=False)
+    t0 = time.perf_counter()
+    result = run_grpo(config)
+    wall = time.perf_counter() - t0
+    rows = pq.read_table(result.metrics_path).to_pylist()
+    timed = rows[1:] if len(rows) > 1 else rows  # step 0 pays one-off warm-up costs
+    step_times = [r["time_step_s"] for r in timed]
+    tokens = [r.get("completion_len_mean", 0.0) * args.prompts * args.generations for r in timed]
+    return {"backend": backend, "median_step_s": statistics.median(step_times), "step_times_s": step_times,
+            "completion_tokens_per_step": tokens,
+            "completion_tokens_per_s": sum(tokens) / max(sum(step_times), 1e-9),
+            "wall_s": wall, "steps": len(rows), "output_dir": str(stage_dir),
+            "breakdown": {k: statistics.median([r[k] for r in timed]) for k in
+                          ("time_generation_s", "time_reward_s", "time_training_s") if k in timed[0]}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="GRPO step time: ours vs TRL GRPOTrainer")
+    ap.add_argument("--steps", type=int, default=4, help="steps per backend (the first is not timed)")
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--generations", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "bench", "grpo_vs_trl"))
+    ap.add_argument("--only", choices=["torch", "trl"], help="internal: run one backend and print JSON")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.only:
+        print("BENCH_JSON " + json.dumps(run_one(args.only, args)), flush=True)
+        return 0
+
+    write_prompts(out / "prompts.parquet", n=args.prompts * args.steps * 2, seed=args.seed)
+    from trainer.models import ensure_base_model
+
+    ensure_base_model()  # converted once, before either timed run
+    results = {}
+    for backend in ("torch", "trl"):
+        cmd = [sys.executable, __file__, "--only", backend, "--steps", str(args.steps), "--prompts", str(args.prompts),
+               "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
+               "--seed", str(args.seed), "--out", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH_JSON ")), None)
+        if proc.returncode != 0 or line is None:
+            sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+            raise SystemExit(f"{backend} run failed (exit {proc.returncode})")
+        results[backend] = json.loads(line.removeprefix("BENCH_JSON "))
+    ours, trl = results["torch"], results["trl"]
+    ratio = ours["median_step_s"] / trl["median_step_s"]
+    print(f"GRPO step, SmolLM2-135M, {args.prompts} prompts x G={args.generations}, {args.max_new_tokens} new tokens, "
+          f"math reward, {os.cpu_count()} CPU cores")
+    for r in (ours, trl):
+        print(f"  {r['backend']:<5} median step {r['median_step_s']:7.2f} s  (steps {', '.join(f'{t:.1f}' for t in r['step_times_s'])})"
+              f"  completion tokens/s {r['completion_tokens_per_s']:6.1f}  {r['breakdown'] or ''}")
+    print(f"  ratio ours/TRL = {ratio:.2f}  (goal <= 0.70: {'met' if ratio <= 0.7 else 'NOT met'})")
+    (out / "result.json").write_text(json.dumps({"ratio": ratio, **results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
