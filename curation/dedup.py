@@ -116,14 +116,15 @@ def shingle_sets(texts: pa.Array | pa.ChunkedArray, shingle_size: int) -> list[n
             extra = [ngram_hash([tok.words(i, i + 1) for i in range(starts[r], starts[r] + counts[r])]) for r in short]
             hashes = np.concatenate([hashes, np.array(extra, dtype=np.uint64)])
             rows = np.concatenate([rows, short])
-        key = np.unique((rows.astype(np.uint64) << np.uint64(32)) | (hashes & np.uint64(0xFFFFFFFF)))
+        key = np.sort((rows.astype(np.uint64) << np.uint64(32)) | (hashes & np.uint64(0xFFFFFFFF)))
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]  # unique (sorted input)
         bounds = np.searchsorted(key >> np.uint64(32), np.arange(tok.num_rows + 1, dtype=np.uint64))
         values = (key & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         out += [values[bounds[r] : bounds[r + 1]] for r in range(tok.num_rows)]
     return out
 
 
-def minhash_signatures(sets: Sequence[np.ndarray], num_perm: int = 128, seed: int = 1, block: int = 1 << 16) -> np.ndarray:
+def minhash_signatures(sets: Sequence[np.ndarray], num_perm: int = 128, seed: int = 1, block: int = 1 << 13) -> np.ndarray:
     """uint32 [rows, num_perm] datasketch affine32 signatures of the shingle-hash sets."""
     a, b = _permutations(num_perm, seed)
     sigs = np.full((len(sets), num_perm), np.iinfo(np.uint32).max, dtype=np.uint32)
@@ -134,7 +135,8 @@ def minhash_signatures(sets: Sequence[np.ndarray], num_perm: int = 128, seed: in
         j = i + max(1, int(np.searchsorted(np.cumsum(sizes[rows[i:]]), block, side="right")))
         chosen = rows[i:j]
         values = _fmix32(np.concatenate([sets[r] for r in chosen]))
-        phv = values[:, None] * a[None, :] + b[None, :]  # uint32 arithmetic wraps mod 2^32
+        phv = np.multiply.outer(values, a)  # uint32 arithmetic wraps mod 2^32
+        phv += b
         starts = np.concatenate(([0], np.cumsum(sizes[chosen])[:-1]))
         sigs[chosen] = np.minimum.reduceat(phv, starts, axis=0)
         i = j
