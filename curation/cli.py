@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _BATCH_ROWS = 65536
 
@@ -50,6 +51,7 @@ def _input_batches(path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def handler(args: argparse.Namespace) -> int:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from curation.decontam import BenchmarkIndex, decontaminate
