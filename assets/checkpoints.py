@@ -40,14 +40,17 @@ def reward_nodes(names: list[str]) -> list[dict[str, Any]]:
 
 def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], extra: dict[str, Any]) -> dg.MaterializeResult:
     record_path = out_dir / "lineage.json"
-    record = json.loads(record_path.read_text()) if record_path.exists() else {}
-    # The asset layer owns these keys: `cascade lineage` walks them without Dagster.
-    record.update({"asset": out_dir.parent.name, "data_version": version, "path": str(out_dir),
-                   "code_version": code_version, "inputs": inputs})
-    record_path.write_text(json.dumps(record, indent=2, default=str))
+    if not record_path.exists():  # trainer-made checkpoints carry these keys under "lineage"
+        record_path.write_text(json.dumps(asset_lineage(out_dir, version, code_version, inputs), indent=2, default=str))
     meta = {"path": dg.MetadataValue.path(str(out_dir)), "data_version": version,
             "inputs": dg.MetadataValue.json(inputs), **extra}
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata=meta)
+
+
+def asset_lineage(out_dir: Path, version: str, code_version: str, inputs: list[dict]) -> dict[str, Any]:
+    """The keys `cascade lineage` walks: {asset, data_version, path, code_version, inputs}."""
+    return {"asset": out_dir.parent.name, "data_version": version, "path": str(out_dir),
+            "code_version": code_version, "inputs": inputs}
 
 
 def _is_complete(out_dir: Path) -> bool:
@@ -102,10 +105,10 @@ def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, tim
         if not _is_complete(out):
             config = SFTConfig(**{**stage.train, "policy": parent_ref["path"],
                                   "dataset": str(Path(data_ref["path"]) / "data.parquet"),
-                                  "output_dir": str(out), "seed": seed,
-                                  "lineage": {"asset": stage.name, "data_version": version}})
+                                  "output_dir": str(out), "seed": seed, "resume": True,
+                                  "lineage": asset_lineage(out, version, code, inputs)})
             with timer.measure():
-                run_sft(config, resume=True)
+                run_sft(config)
         return _finish(out, version, code, inputs, _training_metadata(out))
 
     return sft
@@ -172,9 +175,9 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
                                    "rewards": [r.name for r in stage.rewards],
                                    "reward_weights": [r.weight for r in stage.rewards],
                                    "reward_options": options, "output_dir": str(out), "seed": seed,
-                                   "lineage": {"asset": stage.name, "data_version": version}})
+                                   "resume": True, "lineage": asset_lineage(out, version, code, inputs)})
             with timer.measure():
-                run_grpo(config, resume=True)
+                run_grpo(config)
         return _finish(out, version, code, inputs, _training_metadata(out))
 
     return rl

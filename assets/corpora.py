@@ -28,6 +28,14 @@ def read_data(folder: Path) -> pa.Table:
     return pq.read_table(Path(folder) / "data.parquet")
 
 
+def token_counter(model_dir: Path):
+    """Token lengths under the policy's own tokenizer (length caps are in policy tokens)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return lambda texts: [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
+
 def _materialize(out, table: pa.Table) -> dg.MaterializeResult:
     return dg.MaterializeResult(data_version=dg.DataVersion(out.data_version),
                                 metadata=dataset_metadata(out.manifest, table.slice(0, 5).to_pylist()))
@@ -84,7 +92,6 @@ def _sft_data_asset(recipe: Recipe, stage: SFTStageSpec, timer: WorkTimer) -> dg
     def sft_data(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         from curation.blends import BlendConfig, blend_sft
         from curation.versioning import write_versioned
-        from trainer.models import token_counter
 
         tables = {s: (recipe.source(s).domain, read_data(upstream_path(context, k))) for s, k in clean_keys.items()}
         with timer.measure():

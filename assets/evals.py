@@ -62,34 +62,46 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
     return sets
 
 
-def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefinition:
-    ckpt_key = key(CHECKPOINTS, stage)
-    bench_keys = [key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks if b.eval_domain]
-    rm_key = key(CHECKPOINTS, recipe.reward_model.name) if recipe.reward_model else None
+def eval_input_keys(recipe: Recipe, stage: str) -> list[dg.AssetKey]:
+    """Checkpoint first, then the eval sets, then the reward model (for the rm domain)."""
+    keys = [key(CHECKPOINTS, stage)] + [key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks if b.eval_domain]
+    return keys + ([key(CHECKPOINTS, recipe.reward_model.name)] if recipe.reward_model else [])
+
+
+def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = None) -> tuple[str, Path, dict]:
+    """Evaluate a checkpoint once: the report is stored under a version that hashes the
+    checkpoint, eval sets, reward model and eval config, and reused by whoever asks next
+    (the eval asset and the no-forgetting check share it)."""
+    refs = [upstream_ref(context, k) for k in eval_input_keys(recipe, stage)]
     config = recipe.evals.model_dump()
     code = code_hash("trainer", "rewards")
-
-    @dg.asset(key=key(EVALS, f"eval_{stage}"), deps=[ckpt_key, *bench_keys, *([rm_key] if rm_key else [])],
-              group_name=EVALS, code_version=code + stable_hash(config, 8), kinds={"json"},
-              description=f"Held-out scores of {stage!r} on every domain, in /think and /no_think modes.")
-    def evaluation(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code})
+    out = eval_root() / stage / version
+    report_path = out / "eval.json"
+    if not report_path.exists():
         from trainer.evaluate import evaluate_checkpoint
 
-        refs = [upstream_ref(context, k) for k in [ckpt_key, *bench_keys, *([rm_key] if rm_key else [])]]
-        version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code})
-        out = eval_root() / stage / version
-        report_path = out / "eval.json"
-        if not report_path.exists():
-            rm_path = refs[-1]["path"] if rm_key else None
-            with timer.measure():
-                report = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, recipe, rm_path),
-                                             modes=tuple(recipe.evals.modes), max_new_tokens=recipe.evals.max_new_tokens,
-                                             seed=recipe.seed)
-            out.mkdir(parents=True, exist_ok=True)
-            report_path.write_text(json.dumps(report, indent=2))
-            (out / "lineage.json").write_text(json.dumps({
-                "asset": f"eval_{stage}", "data_version": version, "path": str(out), "code_version": code, "inputs": refs}, indent=2))
-        report = json.loads(report_path.read_text())
+        rm_path = refs[-1]["path"] if recipe.reward_model else None
+        with (timer or WorkTimer()).measure():
+            raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, recipe, rm_path),
+                                      modes=tuple(recipe.evals.modes), max_new_tokens=recipe.evals.max_new_tokens,
+                                      seed=recipe.seed)
+        # Points: mean reward x 100, so tolerances read as accuracy points.
+        report = {d: {m: {**c, "score": 100 * c["score"], "stderr": 100 * c["stderr"]} for m, c in by.items()}
+                  for d, by in raw.items()}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "lineage.json").write_text(json.dumps({
+            "asset": f"eval_{stage}", "data_version": version, "path": str(out), "code_version": code, "inputs": refs}, indent=2))
+        report_path.write_text(json.dumps(report, indent=2))
+    return version, out, json.loads(report_path.read_text())
+
+
+def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefinition:
+    @dg.asset(key=key(EVALS, f"eval_{stage}"), deps=eval_input_keys(recipe, stage),
+              group_name=EVALS, code_version=code_hash("trainer", "rewards") + stable_hash(recipe.evals.model_dump(), 8),
+              kinds={"json"}, description=f"Held-out scores of {stage!r} on every domain, in /think and /no_think modes.")
+    def evaluation(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        version, out, report = ensure_eval(context, recipe, stage, timer)
         table = "| domain | mode | score | ± | n |\n|---|---|---:|---:|---:|\n" + "\n".join(
             f"| {d} | {m} | {c['score']:.1f} | {c['stderr']:.1f} | {c['n']} |" for d, by in report.items() for m, c in by.items())
         return dg.MaterializeResult(
@@ -143,16 +155,19 @@ def forgetting_verdict(parent: dict[str, Any], child: dict[str, Any], domains: l
     return passed, rows
 
 
-def _no_forgetting_check(recipe: Recipe, stage: str, parent: str, earlier_domains: list[str]) -> dg.AssetChecksDefinition:
-    child_key, parent_key = key(EVALS, f"eval_{stage}"), key(EVALS, f"eval_{parent}")
+def _no_forgetting_check(recipe: Recipe, stage: str, parent: str, earlier_domains: list[str],
+                         timer: WorkTimer) -> dg.AssetChecksDefinition:
+    # The check evaluates the new checkpoint itself (eval_<stage> is downstream of the gated
+    # checkpoint, so it cannot be an input); ensure_eval stores the report for that asset.
+    parent_key = key(EVALS, f"eval_{parent}")
     tol = recipe.evals.forgetting_tolerance_points
 
     @dg.asset_check(asset=key(CHECKPOINTS, stage), name="no_forgetting", blocking=recipe.evals.blocking,
-                    additional_deps=[child_key, parent_key],
+                    additional_deps=[parent_key, *eval_input_keys(recipe, stage)[1:]],
                     description=f"No earlier domain ({', '.join(earlier_domains) or 'none'}) drops by more than "
                                 f"max({tol} points, 2 standard errors) from {parent} to {stage}.")
     def no_forgetting(context) -> dg.AssetCheckResult:
-        child = json.loads((upstream_path(context, child_key) / "eval.json").read_text())
+        _, _, child = ensure_eval(context, recipe, stage, timer)
         par = json.loads((upstream_path(context, parent_key) / "eval.json").read_text())
         passed, rows = forgetting_verdict(par, child, earlier_domains, tol)
         return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR,
@@ -170,6 +185,6 @@ def build_eval_assets(recipe: Recipe, timer: WorkTimer) -> tuple[list, list]:
     checks, earlier = [], []
     for rl in recipe.rl_stages:
         parent = dict(chain)[rl.name]
-        checks.append(_no_forgetting_check(recipe, rl.name, parent, list(earlier)))
+        checks.append(_no_forgetting_check(recipe, rl.name, parent, list(earlier), timer))
         earlier.append(STAGE_DOMAIN[rl.kind])
     return assets, checks

@@ -10,12 +10,15 @@ downstream stale; nothing else has to be told.
 import hashlib
 from pathlib import Path
 
+import warnings
+
 import dagster as dg
 
 from assets.common import BENCHMARKS, SOURCES, WorkTimer, code_version, data_root, dataset_metadata, key
 from dagster_project.recipe import BenchmarkSpec, Recipe, SourceSpec
 
 CURATION_CODE = ("curation",)
+warnings.filterwarnings("ignore", message=".*observable_source_asset.*")
 
 
 def file_digest(path: Path) -> str:

@@ -18,7 +18,9 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
     p = Path(path)
     for name in RECORD_FILES:
         if (p / name).is_file():
-            return json.loads((p / name).read_text())
+            record = json.loads((p / name).read_text())
+            # Trainer records nest the asset-level keys under "lineage" (config.lineage).
+            return {**record, **record.get("lineage", {})} if isinstance(record.get("lineage"), dict) else record
     return None
 
 

@@ -78,9 +78,21 @@ def dagster_server(tmp_path: Path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
-        # Nothing of the server's process group may survive.
-        with pytest.raises(ProcessLookupError):
-            os.killpg(proc.pid, 0)
+        # Nothing of the server's process group (webserver, code server, daemon) may survive.
+        if not _wait_group_gone(proc.pid, 30):
+            os.killpg(proc.pid, signal.SIGKILL)
+        assert _wait_group_gone(proc.pid, 10)
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.5)
+    return False
 
 
 def test_asset_graph_page_and_materialize_from_ui(dagster_server, tmp_path: Path) -> None:
@@ -93,15 +105,25 @@ def test_asset_graph_page_and_materialize_from_ui(dagster_server, tmp_path: Path
             "--disable-component-update", "--disable-sync"])
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            # The global asset graph: one node per recipe group.
             page.goto(f"http://127.0.0.1:{port}/asset-groups", wait_until="networkidle", timeout=120_000)
+            page.wait_for_selector("text=Global asset lineage", timeout=120_000)
+            if page.locator("text=Skip").count():
+                page.click("text=Skip")  # first-visit newsletter dialog
+            for group in ("sources", "curated", "corpora", "checkpoints", "evals"):
+                page.wait_for_selector(f"text={group}", timeout=60_000)
+            page.screenshot(path=str(tmp_path / "asset_graph.png"))
+            # The catalog lists the generated checkpoint assets.
             page.goto(f"http://127.0.0.1:{port}/assets?view=flat", wait_until="networkidle", timeout=120_000)
             page.wait_for_selector("text=math_rl", timeout=120_000)
-            page.screenshot(path=str(tmp_path / "assets.png"))
-            content = page.content()
-            for name in ("sft_stage1", "reward_model", "swe_rl", "forgetting_matrix"):
-                assert name in content
+            page.screenshot(path=str(tmp_path / "catalog.png"))
         finally:
             browser.close()
+
+    nodes = _graphql(port, "{ assetNodes { assetKey { path } } }")["assetNodes"]
+    names = {n["assetKey"]["path"][-1] for n in nodes}
+    assert {"base_model", "sft_stage1", "sft_stage2", "reward_model", "rlhf", "if_rl", "math_rl", "code_rl",
+            "swe_rl", "eval_swe_rl", "forgetting_matrix", "math_rl_prompts", "clean_math_prompts"} <= names
 
     repo = _graphql(port, LOCATIONS)["repositoriesOrError"]["nodes"][0]
     params = {"selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
