@@ -70,7 +70,7 @@ _STDIO: dict[str, tuple[str, str, Callable[[random.Random], str]]] = {
     "product_plus_{k}": ("Print the product of two integers plus {k}; they share one input line.",
                          "a, b = map(int, input().split())\nprint(a * b + {k})",
                          lambda r: f"{r.randint(0, 999)} {r.randint(0, 999)}\n"),
-    "sum_at_least_{k}": ("Input: n, then n integers. Sum those at least {k}.",
+    "sum_at_least_{k}": ("Sum the integers at least {k}. Input: n, then n integers.",
                          "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(x for x in xs[:n] if x >= {k}))",
                            lambda r: (lambda xs: f"{len(xs)}\n{' '.join(map(str, xs))}\n")(
                                [r.randint(0, 400) for _ in range(r.randint(1, 8))])),
