@@ -75,6 +75,10 @@ class _StageConfig(BaseModel):
     """Print a metrics line every N steps (every step is still recorded in metrics.parquet)."""
     tensorboard: bool = True
     """Also write TensorBoard event files under output_dir/tb."""
+    torch_threads: int | None = Field(default=None, ge=1)
+    """torch intra-op threads (None = torch's default); DeepSpeed ranks default to 1 each."""
+    keep_checkpoints: int = Field(default=2, ge=1)
+    """Resumable checkpoints kept during a run (older ones are deleted; all go once it finishes)."""
     deterministic: bool = True
     """torch.use_deterministic_algorithms: bit-identical resume on CPU; disable for GPU speed."""
     lineage: dict[str, Any] = Field(default_factory=dict)

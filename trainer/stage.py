@@ -109,11 +109,12 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     seed_everything(config.seed, config.deterministic)
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
     ckpt = latest_checkpoint(out) if config.resume else None
     tokenizer = AutoTokenizer.from_pretrained(config.policy)
     model = AutoModelForCausalLM.from_pretrained(ckpt / "model" if ckpt else config.policy, dtype=torch.float32)
     trainer = _make_trainer(kind, config, tokenizer, world_size, rank)
-    trainer.reference_from(config.policy) if hasattr(trainer, "reference_from") else None
     backend = make_backend(model, trainer)
     trainer.attach(backend)
     metrics = MetricsWriter(out, config.tensorboard, enabled=backend.is_main)
@@ -134,7 +135,7 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
                       file=sys.stderr, flush=True)
             if config.save_steps and (step + 1) % config.save_steps == 0 and step + 1 < trainer.total_steps:
                 metrics.flush()
-                save_checkpoint(out, step + 1, backend, tokenizer, trainer.state_dict())
+                save_checkpoint(out, step + 1, backend, tokenizer, trainer.state_dict(), config.keep_checkpoints)
         save_model_folder(out, backend, tokenizer)
         metrics.close()
         summary = {"steps": trainer.total_steps, "resumed_from_step": start or None, **trainer.summary()}

@@ -1,0 +1,180 @@
+"""DeepSpeed ZeRO 1/2/3 backend: the same stage loop on every rank, launched with torchrun.
+
+`launch()` (called by trainer.stage for backend=deepspeed) starts `num_processes` ranks of this
+module with torchrun and waits; each rank runs trainer.stage.execute with a DeepSpeedBackend.
+The optimizer is a client torch AdamW (`zero_allow_untested_optimizer`), so no fused_adam is
+compiled; CPU ranks talk over gloo, GPU ranks over NCCL: the same code path runs on both.
+Gradients: the loops normalise losses by the global target count; DeepSpeed averages over ranks,
+so `grad_scale()` multiplies by the world size to make the result the exact global mean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainer.backends import Backend, lr_lambda, make_optimizer, resolve_dtype
+
+
+class DeepSpeedBackend(Backend):
+    def __init__(self, model: Any, config: Any, total_steps: int, warmup_steps: int,
+                 schedule: str = "constant", min_lr_ratio: float = 0.0):
+        import deepspeed
+        import torch
+
+        cuda = torch.cuda.is_available()
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
+        self.rank = int(os.environ.get("RANK", 0))
+        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        self.device = torch.device(f"cuda:{local}" if cuda else "cpu")
+        if cuda:
+            torch.cuda.set_device(self.device)
+        self.autocast_dtype = resolve_dtype(config.dtype, self.device)
+        self.zero_stage = config.deepspeed.zero_stage
+        optimizer = make_optimizer(model, config)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_lambda(total_steps, warmup_steps, schedule, min_lr_ratio))
+        zero: dict[str, Any] = {"stage": self.zero_stage}
+        if config.deepspeed.offload_optimizer:
+            zero["offload_optimizer"] = {"device": "cpu"}
+        ds_config = {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,  # accumulation boundaries are set per backward
+            "zero_optimization": zero,
+            "zero_allow_untested_optimizer": True,
+            "gradient_clipping": config.max_grad_norm or 0.0,
+            "steps_per_print": 2**31 - 1,
+            **config.deepspeed.extra,
+        }
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model.to(self.device), optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+        self.model = self.engine.module
+        self.model.train()
+
+    def grad_scale(self) -> float:
+        return float(self.world_size)
+
+    def backward(self, loss: Any, last: bool = True) -> None:
+        self.engine.set_gradient_accumulation_boundary(last)
+        self.engine.backward(loss)
+
+    def step(self) -> float:
+        self.engine.set_gradient_accumulation_boundary(True)
+        self.engine.step()
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+    def lr(self) -> float:
+        return float(self.scheduler.get_last_lr()[0])
+
+    def save_state(self, folder: Path) -> None:
+        self.engine.save_checkpoint(str(Path(folder) / "deepspeed"), tag="state")
+
+    def load_state(self, folder: Path) -> None:
+        self.engine.load_checkpoint(str(Path(folder) / "deepspeed"), tag="state",
+                                    load_optimizer_states=True, load_lr_scheduler_states=True)
+
+    def full_state_dict(self) -> dict[str, Any] | None:
+        if self.zero_stage < 3:
+            return super().full_state_dict()
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None):
+            if not self.is_main:
+                return None
+            return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+    def all_reduce_sum(self, values: list[float]) -> list[float]:
+        import torch
+        import torch.distributed as dist
+
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        # ZeRO-3 gathers parameters inside every forward: ranks must keep stepping together
+        # even when their own rollouts have all stopped.
+        return {"synced_gpus": True} if self.zero_stage == 3 and self.world_size > 1 else {}
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch(kind: str, config: Any) -> None:
+    """Run the stage on `deepspeed.num_processes` torchrun ranks; raise if any rank fails."""
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = out / ".deepspeed_launch.json"
+    spec.write_text(json.dumps({"kind": kind, "config": config.model_dump(mode="json")}))
+    env = dict(os.environ)
+    home = Path(env.get("CASCADE_HOME", ".cascade"))
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(home / "torch_extensions"))  # compiled ops are reused
+    env.setdefault("OMP_NUM_THREADS", str(config.torch_threads or 1))
+    n = config.deepspeed.num_processes
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(n),
+           "--master_addr", "127.0.0.1", "--master_port", str(config.deepspeed.master_port or _free_port()),
+           "-m", "trainer.backends.deepspeed_backend", str(spec)]
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        rc = proc.wait()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGTERM)  # the whole session: torchrun and its ranks
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        raise
+    if rc != 0:
+        raise RuntimeError(f"deepspeed {kind} stage failed (torchrun exit code {rc}); see the rank logs above")
+    spec.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from trainer.config import parse_config
+    from trainer.stage import execute
+
+    spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    kind, config = spec["kind"], parse_config(spec["config"], spec["kind"])
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+    def make(model: Any, trainer: Any) -> DeepSpeedBackend:
+        return DeepSpeedBackend(model, config, trainer.total_steps, trainer.warmup_steps,
+                                getattr(config, "lr_schedule", "constant"), getattr(config, "min_lr_ratio", 0.0))
+
+    execute(kind, config, make, world_size=world, rank=rank)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
