@@ -45,7 +45,7 @@ def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Defi
     observe_schedule = dg.ScheduleDefinition(name="observe_sources_hourly", job_name=OBSERVE_JOB, cron_schedule="0 * * * *")
     return dg.Definitions(
         assets=[*source_defs, *corpus_defs, *ckpt_defs, *eval_defs],
-        asset_checks=[*build_data_checks(recipe), *eval_checks],
+        asset_checks=[*build_data_checks(recipe, timer), *eval_checks],
         jobs=jobs,
         schedules=[observe_schedule],
         metadata={"recipe": recipe.name, "sources_group": SOURCES},

@@ -14,7 +14,7 @@ from typing import Callable
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import BENCHMARKS, CORPORA, CURATED, key, upstream_path
+from assets.common import BENCHMARKS, CORPORA, CURATED, WorkTimer, key, upstream_path
 from dagster_project.recipe import Recipe
 
 
@@ -31,11 +31,11 @@ def _benchmarks(context, recipe: Recipe) -> dict[str, pa.Table]:
     out = {}
     for b in recipe.benchmarks:
         table = pq.read_table(upstream_path(context, key(BENCHMARKS, f"bench_{b.name}")) / "data.parquet")
-        out[b.name] = table.select(b.fields) if b.fields else table
+        out[b.name] = table
     return out
 
 
-def _overlap_check(recipe: Recipe, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
+def _overlap_check(recipe: Recipe, asset_key: dg.AssetKey, timer: WorkTimer) -> dg.AssetChecksDefinition:
     bench_keys = [key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks]
 
     @dg.asset_check(asset=asset_key, name="no_benchmark_overlap", blocking=True, additional_deps=bench_keys,
@@ -44,8 +44,10 @@ def _overlap_check(recipe: Recipe, asset_key: dg.AssetKey) -> dg.AssetChecksDefi
         from curation.decontam import BenchmarkIndex, decontaminate_table
 
         _, table = _read(context, asset_key)
-        index = BenchmarkIndex.build(_benchmarks(context, recipe), n=recipe.curation.decontam.ngram)
-        _, hits = decontaminate_table(table, index, recipe.curation.decontam.fields_for(table.schema))
+        with timer.measure():
+            index = BenchmarkIndex.build(_benchmarks(context, recipe), n=recipe.curation.decontam.ngram,
+                                         fields={b.name: b.fields for b in recipe.benchmarks})
+            _, hits = decontaminate_table(table, index, recipe.curation.decontam.fields_for(table.schema))
         return dg.AssetCheckResult(passed=not hits, metadata={
             "overlapping_rows": len(hits), "examples": dg.MetadataValue.json([h.as_report() for h in hits[:5]])})
 
@@ -82,7 +84,7 @@ def _schema_check(asset_key: dg.AssetKey, expected: Callable[[], pa.Schema]) -> 
     return schema
 
 
-def build_data_checks(recipe: Recipe) -> list[dg.AssetChecksDefinition]:
+def build_data_checks(recipe: Recipe, timer: WorkTimer) -> list[dg.AssetChecksDefinition]:
     from curation.schemas import DOMAIN_SCHEMAS, RL_SCHEMA, SFT_SCHEMA
 
     targets: list[tuple[dg.AssetKey, Callable[[], pa.Schema]]] = []
@@ -96,5 +98,5 @@ def build_data_checks(recipe: Recipe) -> list[dg.AssetChecksDefinition]:
         targets.append((key(CORPORA, f"{stage.name}_prompts"), lambda: RL_SCHEMA))
     checks = []
     for asset_key, schema in targets:
-        checks += [_overlap_check(recipe, asset_key), _accounting_check(asset_key), _schema_check(asset_key, schema)]
+        checks += [_overlap_check(recipe, asset_key, timer), _accounting_check(asset_key), _schema_check(asset_key, schema)]
     return checks

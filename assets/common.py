@@ -100,8 +100,10 @@ def preview_markdown(rows: list[dict[str, Any]], limit: int = 5, width: int = 60
 
 def dataset_metadata(manifest: dict[str, Any], preview: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Row counts, drop reasons and a preview: what a user checks first in the UI."""
+    folder = Path(manifest["path"])
+    folder = folder.parent if folder.suffix == ".parquet" else folder
     meta: dict[str, Any] = {
-        "path": dg.MetadataValue.path(manifest["path"]),
+        "path": dg.MetadataValue.path(str(folder)),
         "data_version": manifest["data_version"],
         "rows_in": manifest["rows_in"],
         "rows_out": manifest["rows_out"],

@@ -42,6 +42,9 @@ def get_instance():
 
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(cascade_home() / "dagster")))
     home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():  # local SQLite storage under DAGSTER_HOME; no telemetry from CI
+        config.write_text("telemetry:\n  enabled: false\n")
     return dg.DagsterInstance.get()
 
 

@@ -16,6 +16,7 @@ RECORD_FILES = ("lineage.json", "manifest.json")
 
 def read_record(path: str | Path) -> dict[str, Any] | None:
     p = Path(path)
+    p = p.parent if p.is_file() else p
     for name in RECORD_FILES:
         if (p / name).is_file():
             record = json.loads((p / name).read_text())
