@@ -71,6 +71,12 @@ class BlendConfig:
     swe: SweSplitConfig = SweSplitConfig()
     """SFT/RL split rule applied to SWE sources."""
 
+    @classmethod
+    def from_recipe(cls, stage: Any, swe: Any | None = None, seed: int = 0) -> "BlendConfig":
+        """From a recipe SFT stage (`upsample`, `max_tokens`, `min_answer_tokens`) and `curation.swe`."""
+        return cls(upsample=dict(stage.upsample), max_tokens=stage.max_tokens,
+                   min_answer_tokens=dict(stage.min_answer_tokens), seed=seed, swe=SweSplitConfig.from_recipe(swe))
+
 
 @dataclass
 class BlendResult:
@@ -158,6 +164,12 @@ def blend(sources: Sequence[BlendSource], config: BlendConfig = BlendConfig(),
     random.Random(f"blend-shuffle:{config.seed}").shuffle(kept)
     rows_in = candidates + sum(added.values())
     return BlendResult(pa.Table.from_pylist(kept, schema=SFT_SCHEMA), dropped, rows_in, added)
+
+
+def blend_sft(tables: Mapping[str, tuple[str, pa.Table]], config: BlendConfig = BlendConfig(),
+              count_tokens: TokenCounter | None = None) -> BlendResult:
+    """`blend` over {source name: (domain, table)}, in the mapping's (the stage's) order."""
+    return blend([BlendSource(name, domain, table) for name, (domain, table) in tables.items()], config, count_tokens)
 
 
 def _upsample(rows: list[dict[str, Any]], domain: str, config: BlendConfig,

@@ -72,6 +72,14 @@ class PromptSetConfig:
     """Seed of the shuffle that orders prompts and assigns modes."""
     swe: SweSplitConfig = SweSplitConfig()
     """SFT/RL split rule for SWE sources."""
+    stage: str = ""
+    """Stage name (seeds the shuffle; defaults to `kind`)."""
+
+    @classmethod
+    def from_recipe(cls, stage: Any, swe: Any | None = None, seed: int = 0) -> "PromptSetConfig":
+        """From a recipe RL stage (`name`, `kind`, `modes`, `max_prompts`) and `curation.swe`."""
+        return cls(kind=stage.kind, modes=tuple(stage.modes), max_prompts=stage.max_prompts, seed=seed,
+                   swe=SweSplitConfig.from_recipe(swe), stage=stage.name)
 
 
 @dataclass
@@ -118,6 +126,36 @@ def rl_columns(row: Mapping[str, Any], domain: str) -> dict[str, Any]:
             if row.get(col) is not None:
                 out[col] = row[col]
     return out
+
+
+def rl_prompt_set(
+    tables: Mapping[str, tuple[str, pa.Table]],
+    config: PromptSetConfig,
+    exclude_sft: Iterable[pa.Table] = (),
+    exclude_rl: Mapping[str, pa.Table] | None = None,
+) -> PromptSetResult:
+    """`build_prompt_set` over {source: (domain, table)}, excluding SFT corpora (SFT_SCHEMA
+    tables) and earlier stages' prompt sets ({stage: RL_SCHEMA table}, cascade order)."""
+    sources = [PromptSource(name, domain, table) for name, (domain, table) in tables.items()]
+    return build_prompt_set(config.stage or config.kind, sources, config, sft_prompt_keys(exclude_sft), exclude_rl)
+
+
+KIND_DOMAIN = {"rlhf": "chat", "if": "instruction", "math": "math", "code": "code", "swe": "swe"}
+
+
+def eval_rows(table: pa.Table, kind: str, name: str = "eval", modes: Sequence[str] = MODES) -> pa.Table:
+    """A held-out canonical table (benchmark asset) -> RL_SCHEMA rows in input order.
+
+    Nothing is filtered (eval sets are decontamination targets, not corpora); `mode`
+    alternates like a prompt set, and evaluators that run every mode ignore it.
+    """
+    domain = "swe" if "issue" in table.column_names else KIND_DOMAIN[kind]
+    rows = []
+    for i, row in enumerate(table.to_pylist()):
+        row.setdefault("row_id", f"{name}-{i}")
+        row.setdefault("source", name)
+        rows.append(rl_columns(row, domain) | {"mode": modes[i % len(modes)]})
+    return pa.Table.from_pylist(rows, schema=RL_SCHEMA)
 
 
 def build_prompt_set(

@@ -41,6 +41,13 @@ class SweSplitConfig:
     exclude_repos: Sequence[str] = ()
     """Benchmark repositories (e.g. SWE-bench Verified's) excluded entirely."""
 
+    @classmethod
+    def from_recipe(cls, swe: Any | None) -> "SweSplitConfig":
+        """From the recipe's `curation.swe` section (any object with the same attributes)."""
+        if swe is None:
+            return cls()
+        return cls(swe.similarity_threshold, swe.samples, swe.min_good_for_sft, tuple(swe.exclude_repos))
+
 
 @dataclass
 class SweSplit:

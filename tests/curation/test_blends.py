@@ -92,3 +92,16 @@ def test_swe_sources_keep_only_the_sft_side():
     assert out.table.num_rows == 9 and out.added == {"swe": 6}
     assert set(out.table.column("mode").to_pylist()) == {"no_think"}
     assert "```diff\n--- a/m.py" in out.table.column("text")[0].as_py()
+
+
+def test_recipe_adapter():
+    from curation.blends import blend_sft
+    from dagster_project.recipe import load_recipe
+
+    recipe = load_recipe()
+    stage = recipe.sft_stages[1]
+    cfg = BlendConfig.from_recipe(stage, recipe.curation.swe, recipe.seed)
+    assert cfg.upsample == {"science": 2, "swe": 3} and cfg.max_tokens == stage.max_tokens
+    out = blend_sft({"m": ("math", table("math", math_rows(4)))}, cfg, count_tokens=words)
+    check_identity(out)
+    assert out.table.num_rows == 8

@@ -91,3 +91,21 @@ def test_default_data_sft_blend_and_rl_prompts_are_disjoint():
                             sft_keys=keys)
     # the generators keep RL prompts out of SFT by construction: nothing to drop
     assert math.dropped == {} and chat.dropped == {}
+
+
+def test_recipe_adapters_match_the_asset_layer_calls():
+    from curation.prompts import eval_rows, rl_prompt_set
+    from dagster_project.recipe import load_recipe
+
+    recipe = load_recipe()
+    stage = next(s for s in recipe.rl_stages if s.kind == "math")
+    cfg = PromptSetConfig.from_recipe(stage, recipe.curation.swe, recipe.seed)
+    assert cfg.kind == "math" and cfg.stage == stage.name and "django/django" in cfg.swe.exclude_repos
+    sft = blend([BlendSource("math_sft", "math", canon("math_sft", "math", 20))], BlendConfig())
+    rl_src = canon("math_rl", "math", 10).to_pylist()
+    sft_prompt = sft_prompt_keys([sft.table]).pop()
+    rl_src[0]["prompt"] = next(r["prompt"] for r in canon("math_sft", "math", 20).to_pylist() if prompt_key(r["prompt"]) == sft_prompt)
+    out = rl_prompt_set({"math_prompts": ("math", table("math", rl_src))}, cfg, exclude_sft=[sft.table])
+    assert out.dropped == {"overlaps_sft": 1} and out.table.num_rows == 9
+    ev = eval_rows(canon("swe_eval", "swe", 4), "swe", "eval_swe")
+    assert ev.schema == RL_SCHEMA and ev.num_rows == 4 and all(ev.column("golden_patch").to_pylist())
