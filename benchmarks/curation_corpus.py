@@ -98,4 +98,5 @@ def corpus(megabytes: int, bench_texts: list[str], name: str = "corpus", docs_pe
 
 
 def batches(path: Path, rows: int = 5000) -> Iterator[pa.RecordBatch]:
-    yield from pq.ParquetFile(path).iter_batches(batch_size=rows)
+    # pre_buffer=False: the default caches every read range, so RSS would grow with the file.
+    yield from pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=rows)

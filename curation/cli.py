@@ -38,7 +38,8 @@ def _input_batches(path: Path) -> Iterator[pa.RecordBatch]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        yield from pq.ParquetFile(path).iter_batches(batch_size=_BATCH_ROWS)
+        # pre_buffer keeps every read range cached until the file closes: memory would grow.
+        yield from pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=_BATCH_ROWS)
         return
     import pyarrow.json as pj
 
