@@ -29,7 +29,7 @@ class StageResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-class OutputExistsError(FileExistsError):
+class OutputExistsError(ValueError):
     """output_dir holds a finished stage with another config, or an unfinished run without resume."""
 
 
