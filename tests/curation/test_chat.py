@@ -114,3 +114,13 @@ def test_tool_calls_validated_against_declared_tools():
 def test_extract_final_answer_nested_boxed():
     assert extract_final_answer("<think>\\boxed{1}</think>so \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
     assert extract_final_answer("I cannot tell.") is None
+
+
+def test_doctests_of_chat_and_patches():
+    import doctest
+
+    import curation.chat
+    import curation.patches
+
+    for module in (curation.chat, curation.patches):
+        assert doctest.testmod(module).failed == 0
