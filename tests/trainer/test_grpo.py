@@ -1,0 +1,104 @@
+"""GRPO: advantages, the loss against a naive reference, filtering, failing rewards, metrics."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from trainer.config import GRPOConfig
+from trainer.grpo import GRPOTrainer, group_advantages, score_reward
+from trainer.stage import run_grpo
+
+FAKE = "tests.trainer.fake_rewards:"
+
+
+def test_group_advantages():
+    adv, zero = group_advantages([1.0, 0.0, 0.0, 1.0])
+    assert adv == [1.0, -1.0, -1.0, 1.0] and not zero
+    assert group_advantages([0.5] * 4) == ([0.0] * 4, True)
+    adv, _ = group_advantages([3.0, 1.0], transform="tanh")
+    assert adv[0] == pytest.approx(0.7615941559557649) and adv[1] == pytest.approx(-adv[0])
+
+
+def test_score_reward_never_raises():
+    from tests.trainer.fake_rewards import ExplodingReward
+
+    assert score_reward(ExplodingReward(), ["p"] * 3, ["a", "b", "c"], {}) == ([0.0] * 3, 3)
+    assert score_reward(lambda prompts, completions, **kw: [1, None, float("nan")], ["p"] * 3, ["a"] * 3, {}) == \
+        ([1.0, None, None], 0)
+
+
+@pytest.mark.parametrize("aggregation", ["token", "sequence"])
+def test_loss_gradient_matches_naive_policy_gradient(grpo_kwargs, aggregation):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.backends.torch_backend import TorchBackend
+
+    cfg = GRPOConfig(**{**grpo_kwargs, "loss_aggregation": aggregation})
+    tok = AutoTokenizer.from_pretrained(cfg.policy)
+    model = AutoModelForCausalLM.from_pretrained(cfg.policy)
+    trainer = GRPOTrainer(cfg, tok)
+    trainer.attach(TorchBackend(model, cfg, 1, 0))
+    seqs = [([5, 6, 7], [8, 9, 10, 11], 1.5), ([5, 6], [12, 13], -0.5), ([4, 7, 7, 7], [20], 0.25)]
+    n_tok, n_seq = 9.0, 3.0
+    loss, _ = trainer._loss(seqs, 0, 0, {}, n_tok, n_seq)
+    loss.backward()
+    ours = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    naive = 0.0
+    for prompt, completion, adv in seqs:
+        ids = torch.tensor([prompt + completion])
+        logp = model(ids).logits[0, len(prompt) - 1:-1].log_softmax(-1)
+        taken = logp.gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)
+        weight = 1 / n_tok if aggregation == "token" else 1 / (len(completion) * n_seq)
+        naive = naive - (adv * taken * weight).sum()
+    naive.backward()
+    # The ratio form's value is -sum(A * w) (ratio = 1); its gradient is the policy gradient.
+    weights = [1 / n_tok] * 3 if aggregation == "token" else [1 / (len(c) * n_seq) for _, c, _ in seqs]
+    assert float(loss.detach()) == pytest.approx(-sum(a * len(c) * w for (_, c, a), w in zip(seqs, weights)), rel=1e-5)
+    for a, p in zip(ours, model.parameters()):
+        torch.testing.assert_close(a, p.grad, atol=1e-6, rtol=1e-4)
+
+
+def test_grpo_stage_metrics_and_lineage(grpo_kwargs):
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "LengthReward", FAKE + "DigitReward"],
+                                    "reward_weights": [1.0, 0.5], "temperature_schedule": [[1, 0.7]]}))
+    rows = pq.read_table(result.metrics_path).to_pylist()
+    assert [r["step"] for r in rows] == [0, 1]
+    expected = {"reward_mean", "reward_std", "zero_var_frac", "completion_len_mean", "completion_len_max",
+                "truncated_frac", "entropy", "grad_norm", "lr", "time_generation_s", "time_reward_s",
+                "time_training_s", "tokens_per_s", f"reward/{FAKE}LengthReward/mean",
+                f"reward/{FAKE}DigitReward/std", f"reward_failures/{FAKE}DigitReward"}
+    assert expected <= set(rows[0])
+    assert [r["temperature"] for r in rows] == [1.0, 0.7]
+    assert rows[0]["grad_norm"] > 0 and rows[0]["entropy"] > 0
+    lineage = result.lineage_path.read_text()
+    assert '"version": "1"' in lineage and '"weight": 0.5' in lineage
+    assert (result.output_dir / "model.safetensors").exists()
+
+
+def test_zero_variance_groups_are_filtered_and_weights_stay(grpo_kwargs, tiny_model_dir):
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "ConstantReward"], "max_steps": 1,
+                                    "dynamic_filtering": True, "refill": True, "max_refill_rounds": 1}))
+    (row,) = pq.read_table(result.metrics_path).to_pylist()
+    assert row["zero_var_frac"] == 1.0 and row["trained_rollouts"] == 0 and row["refill_rounds"] == 1
+    before = load_file(tiny_model_dir / "model.safetensors")
+    after = load_file(result.output_dir / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_failing_reward_is_recorded_not_fatal(grpo_kwargs):
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1,
+                                    "rewards": [FAKE + "ExplodingReward", FAKE + "LengthReward"]}))
+    (row,) = pq.read_table(result.metrics_path).to_pylist()
+    assert row[f"reward_failures/{FAKE}ExplodingReward"] == 8
+    assert row["trained_rollouts"] > 0
+
+
+def test_overlong_rollouts_are_excluded(grpo_kwargs):
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 2}))
+    (row,) = pq.read_table(result.metrics_path).to_pylist()
+    truncated = round(row["truncated_frac"] * 8)
+    assert truncated > 0 and row["trained_rollouts"] <= 8 - truncated
