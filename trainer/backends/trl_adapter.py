@@ -89,7 +89,7 @@ def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
     data.update({c: [] for c in columns})
     skipped = 0
     for row, mode in zip(rows, modes):
-        text = render_prompt(row["prompt"], mode, system=config.system_prompt)
+        text = render_prompt(row["prompt"], mode, config.system_prompt, row.get("tools"))
         if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > config.max_prompt_tokens:
             skipped += 1
             continue
