@@ -56,7 +56,7 @@ def run_one(backend: str, args: argparse.Namespace) -> dict:
     from trainer.stage import run_grpo
 
     out = Path(args.out)
-    policy = ensure_base_model()
+    policy = args.policy or ensure_base_model()
     data = out / "prompts.parquet"
     stage_dir = out / f"{backend}_{time.strftime('%Y%m%d-%H%M%S')}"
     config = GRPOConfig(policy=str(policy), dataset=str(data), output_dir=str(stage_dir), rewards=["math"],
@@ -74,6 +74,8 @@ def run_one(backend: str, args: argparse.Namespace) -> dict:
             "completion_tokens_per_step": tokens,
             "completion_tokens_per_s": sum(tokens) / max(sum(step_times), 1e-9),
             "wall_s": wall, "steps": len(rows), "output_dir": str(stage_dir),
+            # Groups with all-equal rewards carry no gradient; our backend then skips the update.
+            "zero_var_frac": statistics.mean([r.get("zero_var_frac", float("nan")) for r in timed]),
             "breakdown": {k: statistics.median([r[k] for r in timed]) for k in
                           ("time_generation_s", "time_reward_s", "time_training_s") if k in timed[0]}}
 
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generations", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--policy", default=None, help="checkpoint to start from (default: SmolLM2-135M-Instruct); "
+                    "an SFT checkpoint that writes \\boxed{} answers makes both backends train every step")
     ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "bench", "grpo_vs_trl"))
     ap.add_argument("--only", choices=["torch", "trl"], help="internal: run one backend and print JSON")
     args = ap.parse_args(argv)
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     for backend in ("torch", "trl"):
         cmd = [sys.executable, __file__, "--only", backend, "--steps", str(args.steps), "--prompts", str(args.prompts),
                "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
-               "--seed", str(args.seed), "--out", str(out)]
+               "--seed", str(args.seed), "--out", str(out)] + (["--policy", args.policy] if args.policy else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH_JSON ")), None)
         if proc.returncode != 0 or line is None:
@@ -115,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
           f"math reward, {os.cpu_count()} CPU cores")
     for r in (ours, trl):
         print(f"  {r['backend']:<5} median step {r['median_step_s']:7.2f} s  (steps {', '.join(f'{t:.1f}' for t in r['step_times_s'])})"
-              f"  completion tokens/s {r['completion_tokens_per_s']:6.1f}  {r['breakdown'] or ''}")
+              f"  completion tokens/s {r['completion_tokens_per_s']:6.1f}  zero-variance groups "
+              f"{r.get('zero_var_frac', float('nan')):.2f}  {r['breakdown'] or ''}")
     print(f"  ratio ours/TRL = {ratio:.2f}  (goal <= 0.70: {'met' if ratio <= 0.7 else 'NOT met'})")
     (out / "result.json").write_text(json.dumps({"ratio": ratio, **results}, indent=2))
     return 0
