@@ -116,7 +116,7 @@ class HFRolloutEngine:
         was_training = model.training
         model.eval()
         try:
-            with seeded(seed, device), torch.inference_mode():
+            with seeded(seed, device), torch.no_grad():  # not inference_mode: ZeRO-3 reuses gathered params
                 for start in range(0, len(order), self.batch_size):
                     chunk = order[start:start + self.batch_size]
                     prompts = [list(prompt_token_ids[rows[r]]) for r in chunk]
