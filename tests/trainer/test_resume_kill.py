@@ -26,7 +26,9 @@ def _config(path: Path, out: Path, policy: Path, dataset: Path) -> Path:
 
 def _run(config: Path, *extra: str, kill_after_checkpoint: Path | None = None) -> int:
     cmd = [sys.executable, "-m", "trainer.cli", "grpo", "--config", str(config), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
+                            env={**os.environ, "PYTHONPATH": str(root)})
     try:
         if kill_after_checkpoint is not None:
             deadline = time.monotonic() + 300
