@@ -21,21 +21,13 @@ from trainer.checkpointing import DataOrder
 Segment = tuple[list[int], list[bool]]
 
 
-def render_chatml(messages: list[dict[str, str]], add_generation_prompt: bool = False) -> str:
-    """curation.chat.render_messages when available; the same ChatML rule otherwise."""
-    try:
-        from curation.chat import render_messages
-    except ImportError:
-        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-        return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
-    return render_messages(messages, add_generation_prompt=add_generation_prompt)
-
-
 def tokenize_conversation(tokenizer: Any, messages: list[dict[str, str]], max_length: int) -> Segment:
     """Token ids of the whole conversation and a mask of assistant-content tokens (+ <|im_end|>)."""
+    from curation.chat import render_messages  # the one ChatML renderer (the chat template matches it)
+
     spans, text = [], ""
     for message in messages:
-        piece = render_chatml([message])
+        piece = render_messages([message])
         if message["role"] == "assistant":
             start = len(text) + len(piece) - len(message["content"]) - len("<|im_end|>\n")
             spans.append((start, len(text) + len(piece) - 1))  # up to and including <|im_end|>
