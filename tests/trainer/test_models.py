@@ -10,12 +10,8 @@ from trainer.models import CHAT_TEMPLATE, DEFAULT_SYSTEM, TAG_TOKENS, make_tiny_
 
 
 def _reference_render(messages, add_generation_prompt=False):
-    try:
-        from curation.chat import render_messages
-    except ImportError:  # curation.chat not landed yet: the documented ChatML rule
-        def render_messages(msgs, add_generation_prompt=False):
-            text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs)
-            return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+    from curation.chat import render_messages
+
     return render_messages(messages, add_generation_prompt=add_generation_prompt)
 
 
