@@ -28,13 +28,13 @@ def checkpoint_version(parent: str | None, inputs: list[dict], config: dict[str,
     })
 
 
-def reward_nodes(names: list[str]) -> list[dict[str, Any]]:
+def reward_nodes(options: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Reward code as lineage inputs: name and version of every reward function used."""
     from rewards.registry import reward_versions
 
     return [
         {"asset": f"reward/{name}", "data_version": version, "code_version": version, "path": "rewards", "inputs": []}
-        for name, version in sorted(reward_versions(names).items())
+        for name, version in sorted(reward_versions(options).items())
     ]
 
 
@@ -160,16 +160,16 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
         from trainer.stage import run_grpo
 
         parent_ref, prompts_ref = upstream_ref(context, parent_key), upstream_ref(context, prompts_key)
-        inputs = [parent_ref, prompts_ref] + ([upstream_ref(context, rm_key)] if rm_key else [])
-        inputs += reward_nodes([r.name for r in stage.rewards])
+        rm_ref = upstream_ref(context, rm_key) if rm_key else None
+        options = {r.name: dict(r.options) for r in stage.rewards}
+        for name in ("rm", "ifeval_rm"):
+            if name in options and rm_ref:
+                options[name].setdefault("model_path", rm_ref["path"])
+        inputs = [parent_ref, prompts_ref, *([rm_ref] if rm_ref else []), *reward_nodes(options)]
         seed = recipe.seed + 100 + index
         version = checkpoint_version(parent_ref["data_version"], inputs, {"train": stage.train, "rewards": reward_cfg}, seed, code)
         out = checkpoint_root() / stage.name / version
         if not _is_complete(out):
-            options = {r.name: dict(r.options) for r in stage.rewards}
-            for name in ("rm", "ifeval_rm"):
-                if name in options and rm_key:
-                    options[name].setdefault("model_path", inputs[2]["path"])
             config = GRPOConfig(**{**stage.train, "policy": parent_ref["path"],
                                    "dataset": str(Path(prompts_ref["path"]) / "data.parquet"),
                                    "rewards": [r.name for r in stage.rewards],

@@ -109,6 +109,7 @@ def chat_item(rng: random.Random) -> dict[str, Any]:
                                                          "What language do people in {c} speak?"]).format(c=capital)}]
         prompt = json.dumps(turns)
         key = ["followup", country]
+        slot_key = ["capital", country]  # its first turn is the capital question: same held-out slot
         think, answer = f"The previous answer was {capital} in {country}.", f"In {country} people mainly speak {language}."
     return {"key": key, "slot_key": slot_key or key, "prompt": prompt, "think_response": f"<think>\n{think}\n</think>\n{answer}",
             "no_think_response": answer, "ground_truth": gt}
