@@ -136,7 +136,7 @@ def write_curve(metrics_path: Path, out: Path) -> list[dict]:
     smooth = [sum(means[max(0, i - window + 1):i + 1]) / len(means[max(0, i - window + 1):i + 1])
               for i in range(len(means))]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(steps, means, alpha=0.35, label="reward mean (step)")
+    ax.plot(steps, means, marker=".", alpha=0.4, label="reward mean (step)")
     ax.plot(steps, smooth, label=f"moving average ({window})")
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("math reward")
