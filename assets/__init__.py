@@ -39,7 +39,7 @@ def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Defi
     observables = [d for d in source_defs if isinstance(d, dg.SourceAsset) or getattr(d, "is_observable", False)]
     jobs = [
         dg.define_asset_job(MAIN_JOB, selection=dg.AssetSelection.all(), description=f"Materialize recipe {recipe.name!r}."),
-        dg.define_asset_job(OBSERVE_JOB, selection=dg.AssetSelection.keys(*[o.key for o in observables]),
+        dg.define_asset_job(OBSERVE_JOB, selection=dg.AssetSelection.assets(*[o.key for o in observables]),
                             description="Re-hash the raw source files (a swapped file makes its downstream stale)."),
     ]
     observe_schedule = dg.ScheduleDefinition(name="observe_sources_hourly", job_name=OBSERVE_JOB, cron_schedule="0 * * * *")

@@ -69,7 +69,7 @@ def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
 
         version = stable_hash({"base": spec.base, "seed": spec.tiny_seed, "code": code})
         out = checkpoint_root() / "base_model" / version
-        with timer.measure():
+        with timer.measure(context.asset_key.to_user_string()):
             if spec.base == "tiny":
                 if not _is_complete(out):
                     make_tiny_model(out, seed=spec.tiny_seed)
@@ -107,7 +107,7 @@ def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, tim
                                   "dataset": str(Path(data_ref["path"]) / "data.parquet"),
                                   "output_dir": str(out), "seed": seed, "resume": True,
                                   "lineage": asset_lineage(out, version, code, inputs)})
-            with timer.measure():
+            with timer.measure(context.asset_key.to_user_string()):
                 run_sft(config)
         return _finish(out, version, code, inputs, _training_metadata(out))
 
@@ -135,7 +135,7 @@ def _reward_model_asset(recipe: Recipe, parent: str, timer: WorkTimer) -> dg.Ass
         out = checkpoint_root() / spec.name / version
         if not _is_complete(out):
             table = pq.read_table(Path(data_refs[0]["path"]) / "data.parquet")
-            with timer.measure():
+            with timer.measure(context.asset_key.to_user_string()):
                 train_reward_model(parent_ref["path"], table, out, RMConfig(**{**spec.train, "seed": recipe.seed}))
         return _finish(out, version, code, [parent_ref, *data_refs], {})
 
@@ -176,7 +176,7 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
                                    "reward_weights": [r.weight for r in stage.rewards],
                                    "reward_options": options, "output_dir": str(out), "seed": seed,
                                    "resume": True, "lineage": asset_lineage(out, version, code, inputs)})
-            with timer.measure():
+            with timer.measure(context.asset_key.to_user_string()):
                 run_grpo(config)
         return _finish(out, version, code, inputs, _training_metadata(out))
 

@@ -10,6 +10,7 @@ records (manifest.json / lineage.json) carry the same paths so audits work witho
 
 import hashlib
 import json
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -118,15 +119,21 @@ def dataset_metadata(manifest: dict[str, Any], preview: list[dict[str, Any]] | N
 
 
 class WorkTimer:
-    """Accumulates time spent inside library calls, to measure orchestration overhead."""
+    """Accumulates time spent inside library calls, to measure orchestration overhead, and
+    prints one progress line per labelled piece of work."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
 
     @contextmanager
-    def measure(self) -> Iterator[None]:
+    def measure(self, label: str | None = None) -> Iterator[None]:
         start = time.perf_counter()
+        if label:
+            print(f"[cascade] {label} ...", file=sys.stderr, flush=True)
         try:
             yield
         finally:
-            self.seconds += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            self.seconds += elapsed
+            if label:
+                print(f"[cascade] {label} done in {elapsed:.1f} s", file=sys.stderr, flush=True)

@@ -58,7 +58,7 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
 
         raw = read_data(upstream_path(context, raw_key))
         benches = {b: read_data(upstream_path(context, k)) for b, k in bench_keys.items()}
-        with timer.measure():
+        with timer.measure(context.asset_key.to_user_string()):
             index = BenchmarkIndex.build(benches, n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
             kept, hits = decontaminate_table(raw, index, recipe.curation.decontam.fields_for(raw.schema))
@@ -94,7 +94,7 @@ def _sft_data_asset(recipe: Recipe, stage: SFTStageSpec, timer: WorkTimer) -> dg
         from curation.versioning import write_versioned
 
         tables = {s: (recipe.source(s).domain, read_data(upstream_path(context, k))) for s, k in clean_keys.items()}
-        with timer.measure():
+        with timer.measure(context.asset_key.to_user_string()):
             blend = blend_sft(tables, BlendConfig.from_recipe(stage, recipe.curation.swe, recipe.seed),
                               count_tokens=token_counter(upstream_path(context, base_key)))
             out = write_versioned(
@@ -119,7 +119,7 @@ def _rm_data_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
         from curation.versioning import write_versioned
 
         tables = [read_data(upstream_path(context, k)) for k in clean_keys]
-        with timer.measure():
+        with timer.measure(context.asset_key.to_user_string()):
             result = dedup(tables, DedupParams.from_dict(recipe.curation.dedup.model_dump()))
             table = pa.concat_tables(result.tables)
             dropped: dict[str, int] = {}
@@ -152,7 +152,7 @@ def _rl_prompts_asset(recipe: Recipe, stage: RLStageSpec, earlier: list[str], ti
         tables = {s: (recipe.source(s).domain, read_data(upstream_path(context, k))) for s, k in clean_keys.items()}
         exclude_sft = [read_data(upstream_path(context, k)) for k in sft_keys]
         exclude_rl = {e: read_data(upstream_path(context, k)) for e, k in zip(earlier, earlier_keys)}
-        with timer.measure():
+        with timer.measure(context.asset_key.to_user_string()):
             result = rl_prompt_set(tables, PromptSetConfig.from_recipe(stage, recipe.curation.swe, recipe.seed),
                                    exclude_sft=exclude_sft, exclude_rl=exclude_rl)
             out = write_versioned(

@@ -82,7 +82,7 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
         from trainer.evaluate import evaluate_checkpoint
 
         rm_path = refs[-1]["path"] if recipe.reward_model else None
-        with (timer or WorkTimer()).measure():
+        with (timer or WorkTimer()).measure(f"evaluate {stage}"):
             raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, recipe, rm_path),
                                       modes=tuple(recipe.evals.modes), max_new_tokens=recipe.evals.max_new_tokens,
                                       seed=recipe.seed)

@@ -83,7 +83,7 @@ def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsD
         from curation.versioning import write_versioned
 
         path = ensure_file(recipe, spec)
-        with timer.measure():
+        with timer.measure(context.asset_key.to_user_string()):
             result = load_source(
                 path, spec.format, spec.domain, spec.name,
                 columns=spec.columns or None, split=spec.split, limit=spec.limit,
@@ -120,7 +120,7 @@ def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> d
         from curation.versioning import write_versioned
 
         path = ensure_file(recipe, spec) if spec.path else None
-        with timer.measure():
+        with timer.measure(context.asset_key.to_user_string()):
             table = load_benchmark(builtin=spec.builtin, path=path, domain=spec.domain, name=spec.name)
             inputs = [{"asset": file_asset_name(spec), "data_version": file_digest(path), "path": str(path)}] if path else []
             out = write_versioned(

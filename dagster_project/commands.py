@@ -105,7 +105,7 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
         rows.append({
             "asset": k.path[-1], "key": k.to_user_string(), "materialized": own[k] != StaleStatus.MISSING,
             "data_version": version, "stale": is_stale(k), "dagster_status": own[k].value.lower(),
-            "stale_causes": [f"{c.key.to_user_string()}: {c.reason}" for c in resolver.get_stale_root_causes(k)],
+            "stale_causes": [f"{c.key.asset_key.to_user_string()}: {c.reason}" for c in resolver.get_stale_root_causes(k)],
         })
     return rows
 

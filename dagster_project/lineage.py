@@ -44,13 +44,21 @@ def lineage_tree(ref: dict[str, Any], _seen: frozenset[str] = frozenset()) -> di
     return node
 
 
-def render_tree(node: dict[str, Any], prefix: str = "", last: bool = True, root: bool = True) -> list[str]:
-    """Human-readable tree, one line per node: name, version, path."""
-    label = f"{node['asset']}  [{str(node['data_version'])[:12]}]  {node['path']}"
+def render_tree(node: dict[str, Any], prefix: str = "", last: bool = True, root: bool = True,
+                _shown: set[str] | None = None) -> list[str]:
+    """Human-readable tree, one line per node: name, version, path. A subtree that was
+    already printed (shared inputs such as benchmarks) is printed once, then referenced."""
+    shown = set() if _shown is None else _shown
+    ident = f"{node['asset']}@{node['data_version']}"
+    repeat = ident in shown and node["inputs"]
+    label = f"{node['asset']}  [{str(node['data_version'])[:12]}]  {node['path']}" + ("  (inputs shown above)" if repeat else "")
     lines = [label if root else f"{prefix}{'└── ' if last else '├── '}{label}"]
+    if repeat:
+        return lines
+    shown.add(ident)
     child_prefix = "" if root else prefix + ("    " if last else "│   ")
     for i, child in enumerate(node["inputs"]):
-        lines += render_tree(child, child_prefix, i == len(node["inputs"]) - 1, root=False)
+        lines += render_tree(child, child_prefix, i == len(node["inputs"]) - 1, root=False, _shown=shown)
     return lines
 
 
