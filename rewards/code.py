@@ -44,7 +44,7 @@ that. The sandbox still contains such code; it only wins the reward.
 >>> good = "```python\\na, b = map(int, input().split())\\nprint(a + b)\\n```"
 >>> bad = "```python\\nprint(0)\\n```"
 >>> out = reward.score([None, None], [good, bad], tests=[tests, tests])
->>> [(r.score, r.reason) for r in out] if not out[0].infra_error else [(1.0, 'correct'), (0.0, 'wrong_answer')]
+>>> [(r.score, r.reason) for r in out]
 [(1.0, 'correct'), (0.0, 'wrong_answer')]
 """
 
