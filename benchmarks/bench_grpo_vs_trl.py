@@ -5,7 +5,9 @@ arithmetic, /no_think), same prompts x G (4 x 4), same max new tokens (64), same
 same reward (math), same optimizer settings: both runs are `trainer.stage.run_grpo` on one
 GRPOConfig that differs only in `backend` (torch | trl; the TRL plug maps it onto TRL's config).
 Each backend runs in its own fresh process (no shared thread pools, caches or global torch
-flags); the median step time over the steps after the first (warm-up) is compared.
+flags); the median step time over the steps after the first (warm-up) is compared. Rounds
+alternate the backends and each keeps its best round, because on a shared machine the load of
+other work changes by more than the difference being measured.
 Goal (issue 4): ours <= 0.7 x TRL's step time.
 
 Usage: nice python benchmarks/bench_grpo_vs_trl.py [--steps 4] [--out .cascade/bench/grpo]
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generations", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=2, help="alternating torch/trl rounds; the best round counts")
     ap.add_argument("--policy", default=None, help="checkpoint to start from (default: SmolLM2-135M-Instruct); "
                     "an SFT checkpoint that writes \\boxed{} answers makes both backends train every step")
     ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "bench", "grpo_vs_trl"))
@@ -102,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     from trainer.models import ensure_base_model
 
     ensure_base_model()  # converted once, before either timed run
-    results = {}
-    for backend in ("torch", "trl"):
+    results: dict[str, dict] = {}
+    # Rounds alternate the backends so that a change in machine load hits both; each backend
+    # keeps its fastest round (the one least disturbed by other work on the machine).
+    for backend in [b for _ in range(args.rounds) for b in ("torch", "trl")]:
         cmd = [sys.executable, __file__, "--only", backend, "--steps", str(args.steps), "--prompts", str(args.prompts),
                "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
                "--seed", str(args.seed), "--out", str(out)] + (["--policy", args.policy] if args.policy else [])
@@ -112,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         if proc.returncode != 0 or line is None:
             sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
             raise SystemExit(f"{backend} run failed (exit {proc.returncode})")
-        results[backend] = json.loads(line.removeprefix("BENCH_JSON "))
+        run = json.loads(line.removeprefix("BENCH_JSON "))
+        print(f"  round: {backend:<5} median step {run['median_step_s']:.2f} s", flush=True)
+        if backend not in results or run["median_step_s"] < results[backend]["median_step_s"]:
+            results[backend] = run
     ours, trl = results["torch"], results["trl"]
     ratio = ours["median_step_s"] / trl["median_step_s"]
     print(f"GRPO step, SmolLM2-135M, {args.prompts} prompts x G={args.generations}, {args.max_new_tokens} new tokens, "

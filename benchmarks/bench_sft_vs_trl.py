@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--max-length", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=2, help="alternating ours/trl rounds; the best round counts")
     ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "bench", "sft_vs_trl"))
     ap.add_argument("--only", choices=["ours", "trl"], help="internal: run one trainer and print JSON")
     args = ap.parse_args(argv)
@@ -138,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
 
     pq.write_table(pa.Table.from_pylist(sft_rows(args.rows, args.seed), schema=SFT_SCHEMA), data)
     ensure_base_model()
-    results = {}
-    for who in ("ours", "trl"):
+    results: dict[str, dict] = {}
+    # Alternating rounds, best round per trainer (see bench_grpo_vs_trl.py for why).
+    for who in [w for _ in range(args.rounds) for w in ("ours", "trl")]:
         cmd = [sys.executable, __file__, "--only", who, "--steps", str(args.steps), "--rows", str(args.rows),
                "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--seed", str(args.seed),
                "--out", str(out)]
@@ -148,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         if proc.returncode != 0 or line is None:
             sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
             raise SystemExit(f"{who} run failed (exit {proc.returncode})")
-        results[who] = json.loads(line.removeprefix("BENCH_JSON "))
+        run = json.loads(line.removeprefix("BENCH_JSON "))
+        print(f"  round: {who:<5} median {run['median_tokens_per_s']:.1f} tokens/s", flush=True)
+        if who not in results or run["median_tokens_per_s"] > results[who]["median_tokens_per_s"]:
+            results[who] = run
     ratio = results["ours"]["median_tokens_per_s"] / results["trl"]["median_tokens_per_s"]
     print(f"SFT, SmolLM2-135M, batch {args.batch_size} x {args.max_length} packed tokens, {os.cpu_count()} CPU cores")
     for r in results.values():
