@@ -196,17 +196,6 @@ class MathReward(Reward):
         workers = workers or max(1, min(4, os.cpu_count() or 1))
         self.pool = pool or shared_pool(workers, float(timeout_s))
 
-    def _send(self, slot: int, line: str) -> None:
-        """Write a task; a worker that died while idle is replaced first."""
-        for _ in range(2):
-            try:
-                self._procs[slot].stdin.write(line.encode())
-                return
-            except (BrokenPipeError, OSError):
-                self._kill(self._procs[slot])
-                self._procs[slot] = self._spawn()
-        raise RuntimeError("math verifier worker keeps dying")
-
     def close(self) -> None:
         self.pool.close()
 
