@@ -40,7 +40,9 @@ def get_instance():
 
     from dagster_project.recipe import cascade_home
 
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(cascade_home() / "dagster")))
+    # Dagster insists on an absolute DAGSTER_HOME.
+    home = Path(os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
+    os.environ["DAGSTER_HOME"] = str(home)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():  # local SQLite storage under DAGSTER_HOME; no telemetry from CI
