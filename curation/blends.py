@@ -33,23 +33,15 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 
 from curation.chat import DEFAULT_SYSTEM, MODES, sft_rows
-from curation.schemas import SFT_SCHEMA
+from curation.schemas import SFT_SCHEMA, SourceTable
 from curation.swe import SweSplitConfig, split_swe, swe_chat_rows
 from curation.text import normalize
 
 TokenCounter = Callable[[list[str]], list[int]]
 
 
-@dataclass(frozen=True)
-class BlendSource:
-    """One canonical source table of a blend."""
-
-    name: str
-    """Source name (rows keep their own `source` column)."""
-    domain: str
-    """Canonical domain of the table (curation.schemas.DOMAIN_SCHEMAS key)."""
-    table: pa.Table
-    """Curated canonical rows (after quarantine, decontamination and dedup)."""
+BlendSource = SourceTable
+"""One canonical source table of a blend."""
 
 
 @dataclass(frozen=True)

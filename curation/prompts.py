@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pyarrow as pa
 
 from curation.chat import MODE_SUFFIX, MODES, parse_conversation
-from curation.schemas import RL_SCHEMA
+from curation.schemas import RL_SCHEMA, SourceTable
 from curation.swe import SweSplitConfig, split_swe, swe_prompt
 from curation.text import normalize
 
@@ -46,16 +46,8 @@ KIND_COLUMNS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
 _RL_COLUMNS = [f.name for f in RL_SCHEMA]
 
 
-@dataclass(frozen=True)
-class PromptSource:
-    """One canonical source table feeding a stage's prompt set."""
-
-    name: str
-    """Source name."""
-    domain: str
-    """Canonical domain of the table."""
-    table: pa.Table
-    """Curated canonical rows."""
+PromptSource = SourceTable
+"""One canonical source table feeding a stage's prompt set."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ are stored as JSON strings: they stay readable in any parquet viewer and hash st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 
 STR = pa.string()
@@ -119,3 +121,15 @@ RL_SCHEMA = pa.schema(
 def required_fields(domain: str) -> list[str]:
     """Canonical fields a row of `domain` must have (non-null, non-empty)."""
     return [f.name for f in DOMAIN_SCHEMAS[domain] if not f.nullable and f.name not in ("row_id", "source")]
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """One curated canonical table and where it came from (input of blends and prompt sets)."""
+
+    name: str
+    """Source name (rows keep their own `source` column)."""
+    domain: str
+    """Canonical domain of the table (a DOMAIN_SCHEMAS key)."""
+    table: pa.Table
+    """Curated canonical rows (after quarantine, decontamination and dedup)."""
