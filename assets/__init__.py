@@ -20,7 +20,7 @@ import dagster as dg
 
 from assets.checkpoints import build_checkpoint_assets
 from assets.checks import build_data_checks
-from assets.common import SOURCES, WorkTimer
+from assets.common import WorkTimer
 from assets.corpora import build_corpus_assets
 from assets.evals import build_eval_assets
 from assets.sources import build_source_assets
@@ -48,5 +48,5 @@ def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Defi
         asset_checks=[*build_data_checks(recipe, timer), *eval_checks],
         jobs=jobs,
         schedules=[observe_schedule],
-        metadata={"recipe": recipe.name, "sources_group": SOURCES},
+        metadata={"recipe": recipe.name},
     )

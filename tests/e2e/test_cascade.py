@@ -54,7 +54,7 @@ def test_everything_materialized_and_fresh(cascade: Path, capsys) -> None:
     assert all(r["materialized"] for r in status.values()), [a for a, r in status.items() if not r["materialized"]]
     assert not [a for a, r in status.items() if r["stale"]]
     for stage in ("sft_stage1", "rlhf", "math_rl", "swe_rl"):
-        ckpt = Path(json.loads(json.dumps(_lineage(capsys, stage)))["path"])
+        ckpt = Path(_lineage(capsys, stage)["path"])
         assert (ckpt / "model.safetensors").exists() and (ckpt / "lineage.json").exists()
 
 
@@ -65,7 +65,7 @@ def test_lineage_reaches_raw_sources(cascade: Path, capsys) -> None:
     # parent chain back to the base model, the stage's own data back to its raw file, reward code.
     assert {"if_rl", "rlhf", "sft_stage2", "sft_stage1", "base_model", "math_rl_prompts",
             "raw_math_prompts", "file_math_prompts", "reward/math"} <= names
-    text = capsys.readouterr()
+    capsys.readouterr()
     assert main(["lineage", "checkpoints/math_rl", "--recipe", TINY]) == 0
     assert "file_math_prompts" in capsys.readouterr().out
 
