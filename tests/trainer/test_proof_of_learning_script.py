@@ -1,0 +1,30 @@
+"""The proof-of-learning script's data: disjoint sets and SFT targets that end in the verified answer."""
+
+import importlib.util
+from pathlib import Path
+
+from rewards.math import MathReward
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "proof_of_learning.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("proof_of_learning", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sets_are_disjoint_and_sft_targets_score_correct():
+    script = load_script()
+    sets = script.disjoint_sets({"sft": 40, "rl": 60, "eval": 50}, seed=3)
+    prompts = {name: {p["prompt"] for p in rows} for name, rows in sets.items()}
+    assert [len(prompts[n]) for n in ("sft", "rl", "eval")] == [40, 60, 50]
+    assert not prompts["sft"] & prompts["rl"] and not prompts["sft"] & prompts["eval"]
+    assert not prompts["rl"] & prompts["eval"]
+    sft = sets["sft"]
+    scores = MathReward().score([p["prompt"] for p in sft], [p["response"] for p in sft],
+                                answer=[p["answer"] for p in sft])
+    assert all(r.score == 1.0 for r in scores)
+    table = script.sft_table(sft)
+    assert table.num_rows == 40 and set(table.column("mode").to_pylist()) == {"no_think"}
