@@ -24,7 +24,6 @@ import argparse
 import csv
 import json
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -117,15 +116,12 @@ def sampled_accuracy(checkpoint: Path, eval_table, max_new_tokens: int, samples:
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in render_prompts(prompts, MODE)]
     groups = engine.generate(ids, num_generations=samples, max_new_tokens=max_new_tokens,
                              temperature=temperature, seed=0)
-    reward, per_prompt, reasons = MathReward(), EvalScore(), EvalScore()
+    reward, per_prompt = MathReward(), EvalScore()
     for prompt, answer, group in zip(prompts, answers, groups):
         results = reward.score([prompt] * len(group), [r.text for r in group], answer=[answer] * len(group))
-        for r in results:
-            reasons.add(r)
+        per_prompt.reasons.update(r.reason for r in results)
         per_prompt.scores.append(sum(r.score or 0.0 for r in results) / len(results))
-    summary = per_prompt.as_dict()
-    summary["reasons"] = dict(reasons.reasons)
-    return summary
+    return per_prompt.as_dict()
 
 
 def write_curve(metrics_path: Path, out: Path) -> list[dict]:
