@@ -22,7 +22,7 @@ forward (ratio 1 means the sampling-time log-probs are never needed).
 Modules
   config.py        SFTConfig / GRPOConfig (pydantic, no torch import) + YAML loading + docs table.
   models.py        tiny random Qwen2 + locally trained ChatML tokenizer (tests); SmolLM2 from GGUF.
-  rollout.py       RolloutEngine protocol; HFRolloutEngine (batched HF generate, left padding).
+  rollout.py       RolloutEngine protocol; HFRolloutEngine (prefix-shared KV-cache sampling).
   sft.py           SFT: assistant-only loss, packing, cosine schedule, grad accumulation.
   grpo.py          GRPO step: rollouts -> rewards -> group advantages -> token-level loss.
   checkpointing.py periodic checkpoints with optimizer/scheduler/RNG/data-order state; resume.

@@ -1,9 +1,10 @@
 """GRPO step (the algorithm in plain words is in trainer/__init__.py).
 
-Speed on CPU comes from doing no redundant work: one batched sampling call with the KV cache;
-no old-policy or reference forward by default (ratio 1, no KL); the training forward skips
-rollouts whose loss weight is zero (zero advantage, filtered, overlong) since they cannot move
-the weights, and it runs the LM head only on completion tokens.
+Speed on CPU comes from doing no redundant work: sampling prefills each prompt once for its G
+rollouts; no old-policy or reference forward by default (ratio 1, no KL); the training forward
+skips rollouts whose loss weight is zero (zero advantage, filtered, overlong) since they cannot
+move the weights, computes each prompt once for all its trained completions
+(`build_group_batch`), and runs the LM head only on completion tokens.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import time
 from typing import Any
 
-from trainer.backends import build_batch, check_finite, target_logprobs
+from trainer.backends import build_group_batch, check_finite, target_logprobs
 from trainer.checkpointing import DataOrder
 from trainer.rollout import HFRolloutEngine, Rollout
 
@@ -117,7 +118,7 @@ class GRPOTrainer:
             self.engine.sync_weights(backend.model)  # a resumed model differs from cfg.policy
         else:
             self.engine = HFRolloutEngine(backend.model, self.tokenizer, cfg.rollout_batch_size,
-                                          generate_kwargs=backend.generate_kwargs())
+                                          synced=backend.synced_rollouts())
         if cfg.kl_coef > 0:  # frozen copy of the stage's input policy
             self.reference = AutoModelForCausalLM.from_pretrained(cfg.policy, dtype=torch.float32).to(backend.device)
             self.reference.eval().requires_grad_(False)
@@ -204,26 +205,30 @@ class GRPOTrainer:
         # Rollouts that carry loss: overlong ones are excluded; zero-weight ones cannot move the
         # weights (no KL, ratio 1), so their forward is skipped, but they still count in the
         # token-level denominator unless filtered, as in the paper's loss.
-        seqs, denom_tokens, denom_seqs = [], 0, 0
+        groups, denom_tokens, denom_seqs, n_local = [], 0, 0, 0
         for prompt, rollouts, _, adv in kept:
+            trained = []
             for rollout, a in zip(rollouts, adv):
                 if cfg.overlong_filtering and rollout.truncated or not rollout.token_ids:
                     continue
                 denom_tokens += len(rollout.token_ids)
                 denom_seqs += 1
                 if a != 0.0 or self.reference is not None:
-                    seqs.append((prompt, rollout.token_ids, a))
-        n_tok, n_seq, n_trained = backend.all_reduce_sum([float(denom_tokens), float(denom_seqs), float(len(seqs))])
+                    trained.append((rollout.token_ids, a))
+            if trained:
+                groups.append((prompt, trained))
+                n_local += len(trained)
+        n_tok, n_seq, n_trained = backend.all_reduce_sum([float(denom_tokens), float(denom_seqs), float(n_local)])
         t0 = time.perf_counter()
         loss_total, entropy_sum, entropy_n, kl_sum, grad_norm = 0.0, 0.0, 0, 0.0, 0.0
         old_logps: dict[int, Any] = {}
         for epoch in range(cfg.ppo_epochs if n_trained else 0):  # nothing to learn: no update at all
-            batches = self._micro_batches(seqs)
+            batches = self._micro_batches(groups)
             # Under ZeRO every rank runs the same number of forward/backward passes; a rank with
             # fewer batches runs a dummy one with zero loss.
             n_batches = max(backend.gather_objects(len(batches)))
             for k in range(n_batches):
-                rows = batches[k] if k < len(batches) else [([self.pad_id], [self.pad_id], 0.0)]
+                rows = batches[k] if k < len(batches) else [([self.pad_id], [[self.pad_id]], [0.0])]
                 loss, stats = self._loss(rows, epoch, k, old_logps, n_tok, n_seq, dummy=k >= len(batches))
                 check_finite(loss, step)
                 backend.backward(loss * backend.grad_scale(), last=k == n_batches - 1)
@@ -239,16 +244,28 @@ class GRPOTrainer:
         totals = backend.all_reduce_sum([loss_total, entropy_sum, float(entropy_n), kl_sum])
         return self._metrics(m, totals, grad_norm, n_trained, max_new, temp, t_train, time.perf_counter() - t_start)
 
-    def _micro_batches(self, seqs: list[tuple]) -> list[list[tuple]]:
-        """Sorted by length, cut so each padded micro-batch holds about micro_batch_tokens."""
-        order = sorted(range(len(seqs)), key=lambda j: len(seqs[j][0]) + len(seqs[j][1]))
+    def _micro_batches(self, groups: list[tuple[list[int], list[tuple[list[int], float]]]]) -> list[list[tuple]]:
+        """Rows of (prompt, completions, advantages), cut so each padded micro-batch holds about
+        micro_batch_tokens; a prompt is computed once for the completions sharing its row."""
+        budget = self.config.micro_batch_tokens
+        pieces = []  # a group too wide for one row is split, each piece repeating the prompt
+        for prompt, trained in groups:
+            current, width = [], len(prompt)
+            for ids, a in trained:
+                if current and width + len(ids) > budget:
+                    pieces.append((prompt, [c for c, _ in current], [a_ for _, a_ in current]))
+                    current, width = [], len(prompt)
+                current.append((ids, a))
+                width += len(ids)
+            pieces.append((prompt, [c for c, _ in current], [a_ for _, a_ in current]))
+        pieces.sort(key=lambda r: len(r[0]) + sum(len(c) for c in r[1]))
         batches, current = [], []
-        for j in order:
-            width = len(seqs[j][0]) + len(seqs[j][1])
-            if current and width * (len(current) + 1) > self.config.micro_batch_tokens:
+        for piece in pieces:
+            width = len(piece[0]) + sum(len(c) for c in piece[1])
+            if current and width * (len(current) + 1) > budget:
                 batches.append(current)
                 current = []
-            current.append(seqs[j])
+            current.append(piece)
         return batches + ([current] if current else [])
 
     def _loss(self, rows: list[tuple], epoch: int, k: int, old_logps: dict[int, Any], n_tok: float, n_seq: float,
@@ -256,13 +273,14 @@ class GRPOTrainer:
         import torch
 
         cfg, backend = self.config, self.backend
-        batch = build_batch([[(p + c, [False] * len(p) + [True] * len(c))] for p, c, _ in rows], self.pad_id)
+        batch = build_group_batch([(p, cs) for p, cs, _ in rows], self.pad_id)
         logp, entropy = target_logprobs(backend, batch, with_entropy=epoch == 0)
-        adv = torch.tensor([a for _, c, a in rows for _ in c], dtype=logp.dtype, device=logp.device)
+        per_rollout = [(c, a) for _, cs, advs in rows for c, a in zip(cs, advs)]
+        adv = torch.tensor([a for c, a in per_rollout for _ in c], dtype=logp.dtype, device=logp.device)
         if cfg.loss_aggregation == "token":
             weight = torch.full_like(logp, 1.0 / max(n_tok, 1.0))
         else:
-            weight = torch.tensor([1.0 / (len(c) * max(n_seq, 1.0)) for _, c, _ in rows for _ in c],
+            weight = torch.tensor([1.0 / (len(c) * max(n_seq, 1.0)) for c, _ in per_rollout for _ in c],
                                   dtype=logp.dtype, device=logp.device)
         if epoch == 0:  # micro-batches are identical across epochs, so k names the same rows
             old_logps[k] = logp.detach()

@@ -41,9 +41,12 @@ def test_loss_gradient_matches_naive_policy_gradient(grpo_kwargs, aggregation):
     model = AutoModelForCausalLM.from_pretrained(cfg.policy)
     trainer = GRPOTrainer(cfg, tok)
     trainer.attach(TorchBackend(model, cfg, 1, 0))
-    seqs = [([5, 6, 7], [8, 9, 10, 11], 1.5), ([5, 6], [12, 13], -0.5), ([4, 7, 7, 7], [20], 0.25)]
-    n_tok, n_seq = 9.0, 3.0
-    loss, _ = trainer._loss(seqs, 0, 0, {}, n_tok, n_seq)
+    # Rows as the trainer builds them: one prompt computed once for the completions sharing it.
+    rows = [([5, 6, 7], [[8, 9, 10, 11], [8, 3]], [1.5, -1.0]), ([5, 6], [[12, 13]], [-0.5]),
+            ([4, 7, 7, 7], [[20], [21, 22, 23]], [0.25, 2.0])]
+    seqs = [(p, c, a) for p, cs, advs in rows for c, a in zip(cs, advs)]
+    n_tok, n_seq = float(sum(len(c) for _, c, _ in seqs)), float(len(seqs))
+    loss, _ = trainer._loss(rows, 0, 0, {}, n_tok, n_seq)
     loss.backward()
     ours = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
@@ -56,7 +59,7 @@ def test_loss_gradient_matches_naive_policy_gradient(grpo_kwargs, aggregation):
         naive = naive - (adv * taken * weight).sum()
     naive.backward()
     # The ratio form's value is -sum(A * w) (ratio = 1); its gradient is the policy gradient.
-    weights = [1 / n_tok] * 3 if aggregation == "token" else [1 / (len(c) * n_seq) for _, c, _ in seqs]
+    weights = [1 / n_tok] * len(seqs) if aggregation == "token" else [1 / (len(c) * n_seq) for _, c, _ in seqs]
     assert float(loss.detach()) == pytest.approx(-sum(a * len(c) * w for (_, c, a), w in zip(seqs, weights)), rel=1e-5)
     for a, p in zip(ours, model.parameters()):
         torch.testing.assert_close(a, p.grad, atol=1e-6, rtol=1e-4)

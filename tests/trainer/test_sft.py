@@ -54,6 +54,26 @@ def test_packing_keeps_rows_apart(tiny_model_dir, tok):
     assert len(pack(segs, 128, enabled=False)) == 3
 
 
+def test_group_batch_matches_each_completion_alone(tiny_model_dir, tok):
+    """A prompt computed once for several completions gives each one its own log-probs."""
+    from transformers import AutoModelForCausalLM
+
+    from trainer.backends import Backend, build_group_batch
+
+    backend = Backend()
+    backend.model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    backend.device = torch.device("cpu")
+    rows = [([11, 12, 13, 14], [[20, 21, 22], [23], [24, 25, 26, 27, 28]]), ([30, 31], [[40, 41]])]
+    with torch.no_grad():
+        grouped, entropy = target_logprobs(backend, build_group_batch(rows, tok.pad_token_id), with_entropy=True)
+        alone = [target_logprobs(backend, build_batch([[(p + c, [False] * len(p) + [True] * len(c))]],
+                                                      tok.pad_token_id), with_entropy=True)
+                 for p, cs in rows for c in cs]
+    torch.testing.assert_close(grouped, torch.cat([lp for lp, _ in alone]), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(entropy, torch.cat([e for _, e in alone]), atol=1e-5, rtol=1e-5)
+    assert grouped.numel() == sum(len(c) for _, cs in rows for c in cs)
+
+
 def test_sft_stage_learns_and_writes_hf_folder(sft_kwargs):
     import pyarrow.parquet as pq
 

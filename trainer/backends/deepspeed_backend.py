@@ -111,10 +111,10 @@ class DeepSpeedBackend(Backend):
 
         dist.barrier()
 
-    def generate_kwargs(self) -> dict[str, Any]:
+    def synced_rollouts(self) -> bool:
         # ZeRO-3 gathers parameters inside every forward: ranks must keep stepping together
         # even when their own rollouts have all stopped.
-        return {"synced_gpus": True} if self.zero_stage == 3 and self.world_size > 1 else {}
+        return self.zero_stage == 3 and self.world_size > 1
 
     def close(self) -> None:
         import torch.distributed as dist
