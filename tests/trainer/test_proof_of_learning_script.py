@@ -28,3 +28,16 @@ def test_sets_are_disjoint_and_sft_targets_score_correct():
     assert all(r.score == 1.0 for r in scores)
     table = script.sft_table(sft)
     assert table.num_rows == 40 and set(table.column("mode").to_pylist()) == {"no_think"}
+
+
+def test_score_problems_splits_format_from_arithmetic():
+    script = load_script()
+    problems = [{"prompt": "What is 12 plus 30?", "answer": "42", "op": "+"},
+                {"prompt": "What is 50 minus 8?", "answer": "42", "op": "-"}]
+    completions = [["12 + 30 = 42. The answer is \\boxed{42}.", "12 + 30 = 42."],
+                   ["50 - 8 = 41. The answer is \\boxed{41}.", "50 - 8 = 42. The answer is \\boxed{42}."]]
+    out = script.score_problems(problems, completions)
+    assert out["score"] == 0.5 and out["n"] == 2
+    assert out["by_op"] == {"+": 0.5, "-": 0.5}
+    assert out["boxed"] == 0.75 and out["correct_when_boxed"] == 2 / 3
+    assert out["reasons"]["no_boxed_answer"] == 1
