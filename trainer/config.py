@@ -58,7 +58,7 @@ class _StageConfig(BaseModel):
     backend: Literal["torch", "deepspeed", "trl"] = "torch"
     """Training backend: built-in torch, DeepSpeed ZeRO (torchrun ranks), or TRL (GRPO only)."""
     dtype: Literal["auto", "fp32", "bf16"] = "auto"
-    """Training precision: auto = bf16 autocast on GPUs that support it, fp32 elsewhere."""
+    """Training precision: auto = bf16 autocast where the hardware has bf16 natively (GPUs, CPUs with AVX512-BF16/AMX), fp32 elsewhere."""
     learning_rate: float = Field(default=2e-5, gt=0)
     """Peak AdamW learning rate."""
     adam_betas: tuple[float, float] = (0.9, 0.95)

@@ -60,10 +60,11 @@ LENGTH = "tests.trainer.fake_rewards:LengthReward"
 def grpo_kwargs(tiny_model_dir, rl_parquet, tmp_path, cascade_home):
     return dict(policy=str(tiny_model_dir), dataset=str(rl_parquet), output_dir=str(tmp_path / "out"),
                 rewards=[LENGTH], max_steps=2, prompts_per_step=2, num_generations=4, max_new_tokens=12,
-                learning_rate=1e-3, seed=3, tensorboard=False)
+                learning_rate=1e-3, seed=3, tensorboard=False, dtype="fp32")
 
 
 @pytest.fixture
 def sft_kwargs(tiny_model_dir, sft_parquet, tmp_path, cascade_home):
     return dict(policy=str(tiny_model_dir), dataset=str(sft_parquet), output_dir=str(tmp_path / "out"),
-                max_steps=3, batch_size=2, learning_rate=1e-3, max_length=96, seed=3, tensorboard=False)
+                max_steps=3, batch_size=2, learning_rate=1e-3, max_length=96, seed=3, tensorboard=False,
+                dtype="fp32")

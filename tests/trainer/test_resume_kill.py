@@ -20,7 +20,8 @@ def _config(path: Path, out: Path, policy: Path, dataset: Path) -> Path:
     path.write_text(yaml.safe_dump({
         "policy": str(policy), "dataset": str(dataset), "output_dir": str(out), "rewards": [LENGTH],
         "max_steps": 6, "save_steps": 1, "seed": 11, "prompts_per_step": 2, "num_generations": 4,
-        "max_new_tokens": 12, "learning_rate": 1e-3, "torch_threads": 1, "tensorboard": False}))
+        "max_new_tokens": 12, "learning_rate": 1e-3, "torch_threads": 1, "tensorboard": False,
+        "dtype": "fp32"}))
     return path
 
 

@@ -80,3 +80,16 @@ def test_resume_after_crash_is_bit_identical(sft_kwargs, tmp_path, monkeypatch):
 
     ref_loss = pq.read_table(reference.metrics_path).column("loss").to_pylist()
     assert pq.read_table(resumed.metrics_path).column("loss").to_pylist() == ref_loss
+
+
+def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
+    from trainer.backends import native_bf16, resolve_dtype
+
+    cpu = torch.device("cpu")
+    assert resolve_dtype("fp32", cpu) is None and resolve_dtype("bf16", cpu) is torch.bfloat16
+    assert resolve_dtype("auto", cpu) is (torch.bfloat16 if native_bf16("cpu") else None)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert resolve_dtype("auto", cpu) is None  # emulated bf16 is slower than fp32: keep fp32
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert resolve_dtype("auto", cpu) is torch.bfloat16

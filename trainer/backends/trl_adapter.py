@@ -119,7 +119,9 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
     """Our GRPOConfig as TRL 1.16's GRPOConfig (see the module docstring for the mapping)."""
     from trl import GRPOConfig as TRLGRPOConfig
 
-    bf16 = config.dtype == "bf16" or (config.dtype == "auto" and not use_cpu and _cuda_bf16())
+    from trainer.backends import native_bf16
+
+    bf16 = config.dtype == "bf16" or (config.dtype == "auto" and native_bf16("cpu" if use_cpu else "cuda"))
     return TRLGRPOConfig(
         output_dir=work_dir,
         per_device_train_batch_size=config.prompts_per_step * config.num_generations,
@@ -158,12 +160,6 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
         remove_unused_columns=False,
         log_completions=False,
     )
-
-
-def _cuda_bf16() -> bool:
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 def metrics_rows(log_history: Sequence[dict[str, Any]], reward_names: Sequence[str],
