@@ -52,6 +52,40 @@ def test_logprobs_match_a_plain_forward(engine):
             torch.testing.assert_close(torch.tensor(r.logprobs), expected, atol=1e-4, rtol=1e-4)
 
 
+def test_greedy_rows_do_not_depend_on_their_batch(engine):
+    """Padding, the shared prompt cache and dropping finished rows leave each row's tokens alone."""
+    from trainer.evaluate import GREEDY_TEMPERATURE
+
+    tok = engine.tokenizer
+    wide = HFRolloutEngine(engine.model, tok, batch_size=12)  # all 4 prompts x 3 in one batch
+    prompts = [tok(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
+               for q in ("hi", "What is 12 plus 7 and why?", "a much longer prompt, with padding on the left", "ok")]
+    # The random model rarely ends a turn and repeats itself: stopping also on the tokens that
+    # greedy rows switch to makes rows end at different steps, so finished ones leave the batch.
+    greedy = [g[0].token_ids for g in wide.generate(prompts, 1, 16, GREEDY_TEMPERATURE, seed=0)]
+    wide.stop_ids = wide.stop_ids + sorted({t for ids in greedy for t in ids} - {ids[0] for ids in greedy})
+    together = wide.generate(prompts, 3, 16, GREEDY_TEMPERATURE, seed=0)
+    for i, prompt in enumerate(prompts):
+        alone = wide.generate([prompt], 1, 16, GREEDY_TEMPERATURE, seed=0)[0][0]
+        assert all(r.token_ids == alone.token_ids for r in together[i])
+    assert len({len(g[0].token_ids) for g in together}) > 1
+
+
+def test_top_p_keeps_only_the_nucleus():
+    from trainer.rollout import sample_next
+
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3]])).repeat(200, 1)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        token, logp = sample_next(logits, 1.0, top_p=0.5)
+    assert set(token[0::2].tolist()) == {0} and set(token[1::2].tolist()) == {1}
+    torch.testing.assert_close(logp, torch.zeros_like(logp))  # the nucleus holds one token: p = 1
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        token, logp = sample_next(logits, 1.0, top_p=0.75)
+    assert set(token[0::2].tolist()) == {0, 1} and set(token[1::2].tolist()) == {1, 2}
+
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}  # the fake rewards live in tests/
 
