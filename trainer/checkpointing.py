@@ -23,7 +23,10 @@ class DataOrder:
     """Deterministic epoch-wise shuffled order over `n` items; state = (epoch, position).
 
     The permutation of an epoch is a pure function of (seed, epoch), so saving two integers is
-    enough to resume the exact same data stream.
+    enough to resume the exact same data stream. With `strata` (one label per item, e.g. the
+    reasoning mode) each label is shuffled on its own and the labels are interleaved, so any run
+    of consecutive items is balanced across labels (half /think, half /no_think batches) until
+    the smaller labels run out for the epoch.
     """
 
     n: int
@@ -31,13 +34,20 @@ class DataOrder:
     epoch: int = 0
     position: int = 0
     shuffle: bool = True
+    strata: list[str] | None = None
 
     def _perm(self) -> list[int]:
         import numpy as np
 
         if not self.shuffle:
             return list(range(self.n))
-        return np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist()
+        rng = np.random.default_rng([self.seed, self.epoch])
+        labels = sorted(set(self.strata or ()))
+        if len(labels) < 2:
+            return rng.permutation(self.n).tolist()
+        pools = [[i for i, s in enumerate(self.strata) if s == label] for label in labels]
+        pools = [[pool[j] for j in rng.permutation(len(pool))] for pool in pools]
+        return [pool[k] for k in range(max(map(len, pools))) for pool in pools if k < len(pool)]
 
     def take(self, k: int) -> list[int]:
         """The next k indices, crossing epoch boundaries as needed."""

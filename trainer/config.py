@@ -167,6 +167,8 @@ class GRPOConfig(_StageConfig):
     """[[step, temperature], ...]: from `step` on, sample at that temperature (e.g. 1.0 -> 0.8)."""
     mode: Literal["row", "think", "no_think", "alternate"] = "row"
     """Reasoning mode per prompt: from the row's `mode` column, forced, or alternating."""
+    balance_modes: bool = True
+    """When prompts mix /think and /no_think, order them so every step is half of each (PAPER.md: RLHF batches)."""
     system_prompt: str = DEFAULT_SYSTEM
     """System turn of every rollout prompt."""
     max_prompt_tokens: int = Field(default=1024, ge=8)

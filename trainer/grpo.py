@@ -76,33 +76,38 @@ class GRPOTrainer:
 
         self.config, self.tokenizer, self.rank, self.world_size = config, tokenizer, rank, world_size
         rows = pq.read_table(config.dataset).to_pylist()
-        self.rows, self.prompt_ids, self.skipped_long = [], [], 0
+        self.rows, self.prompt_ids, self.modes, self.skipped_long = [], [], [], 0
         for i, row in enumerate(rows):
-            ids = tokenizer(self._render(row, i), add_special_tokens=False)["input_ids"]
+            mode = self._mode(row, i)
+            ids = tokenizer(self._render(row, mode), add_special_tokens=False)["input_ids"]
             if len(ids) > config.max_prompt_tokens:
                 self.skipped_long += 1
                 continue
             self.rows.append(row)
             self.prompt_ids.append(ids)
+            self.modes.append(mode)
         if not self.rows:
             raise ValueError(f"{config.dataset}: no usable prompts ({self.skipped_long} over max_prompt_tokens)")
         self.rewards = [resolve_reward(n, config.reward_options.get(n, {})) for n in config.rewards]
         self.weights = config.reward_weights or [1.0] * len(self.rewards)
         self.total_steps, self.warmup_steps = config.max_steps, config.warmup_steps
-        self.order = DataOrder(len(self.rows), config.seed)
+        self.order = DataOrder(len(self.rows), config.seed, strata=self.modes if config.balance_modes else None)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.backend: Any = None
         self.engine: Any = None
         self.reference: Any = None
 
-    def _render(self, row: dict[str, Any], index: int) -> str:
-        from curation.chat import render_prompt
-
+    def _mode(self, row: dict[str, Any], index: int) -> str:
         mode = self.config.mode
         if mode == "row":
-            mode = row.get("mode") or "think"
-        elif mode == "alternate":
-            mode = "think" if index % 2 == 0 else "no_think"
+            return row.get("mode") or "think"
+        if mode == "alternate":
+            return "think" if index % 2 == 0 else "no_think"
+        return mode
+
+    def _render(self, row: dict[str, Any], mode: str) -> str:
+        from curation.chat import render_prompt
+
         return render_prompt(row["prompt"], mode, self.config.system_prompt, row.get("tools"))
 
     def attach(self, backend: Any) -> None:
@@ -177,6 +182,7 @@ class GRPOTrainer:
             for i, rollouts, r in zip(mine, groups, rewards):
                 adv, zero = group_advantages(r, cfg.advantage_transform)
                 metrics["groups"].append(1)
+                metrics["think"].append(int(self.modes[i] == "think"))
                 metrics["zero_var"].append(int(zero))
                 metrics["rewards"].extend(r)
                 metrics["lengths"].extend(len(x.token_ids) for x in rollouts)
@@ -200,7 +206,7 @@ class GRPOTrainer:
         t_start = time.perf_counter()
         max_new, temp = cfg.budget_at(step)
         m: dict[str, list] = {k: [] for k in ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards",
-                                              "lengths", "truncated", "refill_rounds")}
+                                              "lengths", "truncated", "refill_rounds", "think")}
         kept = self._collect(step, max_new, temp, m)
         # Rollouts that carry loss: overlong ones are excluded; zero-weight ones cannot move the
         # weights (no KL, ratio 1), so their forward is skipped, but they still count in the
@@ -320,6 +326,7 @@ class GRPOTrainer:
             "zero_var_frac": sum(merged["zero_var"]) / max(1, len(merged["groups"])),
             "filtered_groups": float(sum(merged["zero_var"]) if self.config.dynamic_filtering else 0),
             "refill_rounds": float(len(m["refill_rounds"])),
+            "think_frac": sum(merged["think"]) / max(1, len(merged["think"])),
             "completion_len_mean": sum(lengths) / max(1, len(lengths)), "completion_len_max": float(max(lengths, default=0)),
             "truncated_frac": sum(merged["truncated"]) / max(1, len(merged["truncated"])),
             "entropy": ent_sum / ent_n if ent_n else float("nan"), "kl": kl_sum / ent_n if ent_n else 0.0,

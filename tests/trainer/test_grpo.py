@@ -7,6 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from trainer.checkpointing import DataOrder
 from trainer.config import GRPOConfig
 from trainer.grpo import GRPOTrainer, group_advantages, score_reward
 from trainer.stage import run_grpo
@@ -76,6 +77,7 @@ def test_grpo_stage_metrics_and_lineage(grpo_kwargs):
                 f"reward/{FAKE}DigitReward/std", f"reward_failures/{FAKE}DigitReward"}
     assert expected <= set(rows[0])
     assert [r["temperature"] for r in rows] == [1.0, 0.7]
+    assert [r["think_frac"] for r in rows] == [0.5, 0.5]  # the fixture's prompts alternate modes
     assert rows[0]["grad_norm"] > 0 and rows[0]["entropy"] > 0
     lineage = result.lineage_path.read_text()
     assert '"version": "1"' in lineage and '"weight": 0.5' in lineage
@@ -105,3 +107,27 @@ def test_overlong_rollouts_are_excluded(grpo_kwargs):
     (row,) = pq.read_table(result.metrics_path).to_pylist()
     truncated = round(row["truncated_frac"] * 8)
     assert truncated > 0 and row["trained_rollouts"] <= 8 - truncated
+
+
+def test_data_order_interleaves_strata():
+    labels = ["think"] * 10 + ["no_think"] * 6
+    order = DataOrder(16, seed=5, strata=labels)
+    first, second = order.take(16), order.take(16)
+    assert sorted(first) == sorted(second) == list(range(16)) and first != second  # one permutation per epoch
+    assert all(labels[a] != labels[b] for a, b in zip(first[:12:2], first[1:12:2]))  # pairs while both last
+    resumed = DataOrder(16, seed=5, strata=labels)
+    resumed.load_state_dict({"epoch": 0, "position": 7})
+    assert resumed.take(9) + resumed.take(16) == first[7:] + second
+    # One label (or none) keeps the plain shuffle, so single-mode runs keep their data order.
+    assert DataOrder(16, 5, strata=["x"] * 16).take(16) == DataOrder(16, 5).take(16)
+
+
+@pytest.mark.parametrize("balance", [True, False])
+def test_mixed_mode_prompt_sets_give_half_think_steps(grpo_kwargs, balance):
+    from transformers import AutoTokenizer
+
+    cfg = GRPOConfig(**{**grpo_kwargs, "balance_modes": balance})
+    trainer = GRPOTrainer(cfg, AutoTokenizer.from_pretrained(cfg.policy))
+    steps = [[trainer.modes[i] for i in trainer.order.take(2)] for _ in range(8)]
+    balanced = [sorted(s) == ["no_think", "think"] for s in steps]
+    assert all(balanced) if balance else not all(balanced)  # seed 3's plain shuffle pairs two alike

@@ -71,10 +71,12 @@ def test_dataset_renders_prompts_per_mode(tmp_path, tiny_model_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    ds, skipped = build_dataset(_config(tmp_path, tiny_model_dir), tok)
-    assert skipped == 0 and len(ds) == 4
-    assert ds[0]["prompt"].endswith("What is 0 plus 1? /think<|im_end|>\n<|im_start|>assistant\n")
-    assert "/no_think" in ds[1]["prompt"] and ds[1]["user_prompt"] == "What is 1 plus 2?"
+    ds, skipped = build_dataset(_config(tmp_path, tiny_model_dir, max_steps=3), tok)
+    assert skipped == 0 and len(ds) == 3 * 2  # max_steps x prompts_per_step, in step order
+    by_prompt = {row["user_prompt"]: row for row in ds}
+    assert by_prompt["What is 0 plus 1?"]["prompt"].endswith("What is 0 plus 1? /think<|im_end|>\n<|im_start|>assistant\n")
+    assert "/no_think" in by_prompt["What is 1 plus 2?"]["prompt"] and by_prompt["What is 1 plus 2?"]["mode"] == "no_think"
+    assert all(sorted(ds["mode"][k:k + 2]) == ["no_think", "think"] for k in range(0, 6, 2))  # half/half steps
     assert row_modes(["think", None], "alternate") == ["think", "no_think"]
     assert row_modes(["think", "bogus"], "row") == ["think", "think"]
     with pytest.raises(ValueError, match="max_prompt_tokens"):
@@ -113,6 +115,10 @@ def test_train_with_trl_two_steps(tmp_path, tiny_model_dir):
     assert {"reward_mean", "reward_std", "grad_norm", "lr", "reward/parity/mean"} <= set(rows[0])
     # TRL called the reward with raw user prompts, G=2 completions each, columns aligned.
     assert len(reward.seen_prompts) == 2 * 2 * 2 and reward.mismatches == 0
+    from transformers import AutoTokenizer
+
+    stream, _ = build_dataset(cfg, AutoTokenizer.from_pretrained(tiny_model_dir))
+    assert reward.seen_prompts == [p for p in stream["user_prompt"] for _ in range(2)]  # our order, G each
     assert not any("<|im_start|>" in p for p in reward.seen_prompts)
 
 
@@ -144,3 +150,17 @@ def test_run_grpo_backend_trl_keeps_the_stage_contract(tmp_path, tiny_model_dir)
     assert any((out / "tb").iterdir()) and not (out / "checkpoints").exists()
     # Finished folders are never overwritten: the same config returns the existing result.
     assert run_grpo(cfg).lineage_path == result.lineage_path
+
+
+def test_dataset_is_the_torch_backends_prompt_stream(tmp_path, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from trainer.grpo import GRPOTrainer
+
+    cfg = _config(tmp_path, tiny_model_dir, max_steps=5)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    ds, _ = build_dataset(cfg, tok)
+    ours = GRPOTrainer(cfg.model_copy(update={"backend": "torch"}), tok)
+    stream = [ours.rows[i]["prompt"] for _ in range(cfg.max_steps) for i in ours.order.take(cfg.prompts_per_step)]
+    assert ds["user_prompt"] == stream
+    assert trl_args(cfg, str(tmp_path / "w"), use_cpu=True).shuffle_dataset is False

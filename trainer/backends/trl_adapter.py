@@ -75,31 +75,38 @@ def row_modes(modes: Sequence[str | None], mode_option: str) -> list[str]:
 
 
 def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
-    """TRL dataset of rendered prompts + reward columns; returns (dataset, prompts skipped as too long)."""
+    """TRL dataset of rendered prompts + reward columns; returns (dataset, prompts skipped as too long).
+
+    Its rows are the prompt stream of the torch backend, step after step (trainer.checkpointing
+    .DataOrder over the usable prompts, mode-balanced as `balance_modes` asks), and TRL reads them
+    in order (shuffle_dataset off), so both backends train on the same prompts at the same steps.
+    """
     import pyarrow.parquet as pq
     from datasets import Dataset
 
     from curation.chat import render_prompt
+    from trainer.checkpointing import DataOrder
 
     table = pq.read_table(config.dataset)
     rows = table.to_pylist()
     modes = row_modes([r.get("mode") for r in rows], config.mode)
-    data: dict[str, list] = {"prompt": [], USER_PROMPT: []}
     columns = [c for c in REWARD_COLUMNS if c in table.column_names]
-    data.update({c: [] for c in columns})
-    skipped = 0
+    usable: list[tuple[dict[str, Any], str, str]] = []
     for row, mode in zip(rows, modes):
         text = render_prompt(row["prompt"], mode, config.system_prompt, row.get("tools"))
-        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > config.max_prompt_tokens:
-            skipped += 1
-            continue
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= config.max_prompt_tokens:
+            usable.append((row, mode, text))
+    if not usable:
+        raise ValueError(f"{config.dataset}: no prompt fits max_prompt_tokens={config.max_prompt_tokens}")
+    order = DataOrder(len(usable), config.seed, strata=[m for _, m, _ in usable] if config.balance_modes else None)
+    data: dict[str, list] = {"prompt": [], USER_PROMPT: [], **{c: [] for c in columns}}
+    for i in order.take(config.max_steps * config.prompts_per_step):
+        row, mode, text = usable[i]
         data["prompt"].append(text)
         data[USER_PROMPT].append(row["prompt"])
         for c in columns:
             data[c].append(mode if c == "mode" else row[c])
-    if not data["prompt"]:
-        raise ValueError(f"{config.dataset}: no prompt fits max_prompt_tokens={config.max_prompt_tokens}")
-    return Dataset.from_dict(data), skipped
+    return Dataset.from_dict(data), len(rows) - len(usable)
 
 
 class TRLReward:
@@ -148,6 +155,7 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
         max_steps=config.max_steps,
         seed=config.seed,
         data_seed=config.seed,
+        shuffle_dataset=False,  # the dataset already is the step-by-step prompt stream (build_dataset)
         save_strategy="steps" if config.save_steps else "no",
         save_steps=config.save_steps or 500,
         logging_steps=1,
@@ -216,7 +224,8 @@ def train_with_trl(config: "GRPOConfig", output_dir: str, rewards: Sequence[Any]
         os.remove(args_file)  # pickled TRL args: not part of the HF checkpoint contract
     rows = metrics_rows(trainer.state.log_history, [getattr(r, "name", str(r)) for r in rewards],
                         config.prompts_per_step * config.num_generations)
-    summary = {"steps": int(trainer.state.global_step), "prompts": len(dataset), "skipped_long_prompts": skipped}
+    summary = {"steps": int(trainer.state.global_step), "prompts": len(set(dataset[USER_PROMPT])),
+               "skipped_long_prompts": skipped}
     return rows, summary
 
 
