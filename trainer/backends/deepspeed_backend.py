@@ -6,6 +6,9 @@ The optimizer is a client torch AdamW (`zero_allow_untested_optimizer`), so no f
 compiled; CPU ranks talk over gloo, GPU ranks over NCCL: the same code path runs on both.
 Gradients: the loops normalise losses by the global target count; DeepSpeed averages over ranks,
 so `grad_scale()` multiplies by the world size to make the result the exact global mean.
+Process tree: on Linux torchrun and every rank get SIGKILL when their parent dies (prctl
+PR_SET_PDEATHSIG), so a `kill -9` of `cascade train` or of a Dagster step takes the whole tree
+down; no orphaned rank goes on writing into output_dir while the run is resumed.
 """
 
 from __future__ import annotations
@@ -124,6 +127,21 @@ class DeepSpeedBackend(Backend):
             dist.destroy_process_group()
 
 
+def die_with_parent(expected_parent: int | None = None) -> None:
+    """Linux: SIGKILL this process when its parent dies; exit now if it already has.
+
+    The flag survives exec, so a wrapper sets it and then becomes torchrun. Elsewhere a no-op.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = expected_parent or os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the flag was set
+        os._exit(1)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -141,7 +159,8 @@ def launch(kind: str, config: Any) -> None:
     env.setdefault("TORCH_EXTENSIONS_DIR", str(home / "torch_extensions"))  # compiled ops are reused
     env.setdefault("OMP_NUM_THREADS", str(config.torch_threads or 1))
     n = config.deepspeed.num_processes
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(n),
+    wrapper = [sys.executable, "-m", "trainer.backends.deepspeed_backend", "--exec-under", str(os.getpid())]
+    cmd = [*wrapper, sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(n),
            "--master_addr", "127.0.0.1", "--master_port", str(config.deepspeed.master_port or _free_port()),
            "-m", "trainer.backends.deepspeed_backend", str(spec)]
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
@@ -161,10 +180,15 @@ def launch(kind: str, config: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--exec-under"]:  # `--exec-under PID CMD...`: become CMD, killed when PID dies
+        die_with_parent(int(argv[1]))
+        os.execv(argv[2], argv[2:])
+    die_with_parent()  # a rank: killed when torchrun dies
     from trainer.config import parse_config
     from trainer.stage import execute
 
-    spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    spec = json.loads(Path(argv[0]).read_text())
     kind, config = spec["kind"], parse_config(spec["config"], spec["kind"])
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
