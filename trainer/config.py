@@ -127,6 +127,8 @@ class GRPOConfig(_StageConfig):
     """Weight per reward in the summed reward; None = all 1.0."""
     reward_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Keyword options per reward name, passed to get_reward (e.g. {code: {timeout_s: 5}})."""
+    reward_timeout_s: float | None = Field(default=600.0, gt=0)
+    """Wall-clock limit of one reward call (a step's rollouts); past it they score 0 as failures and the stage goes on."""
     max_steps: int = Field(default=10, ge=1)
     """Number of GRPO steps (one optimizer update per step unless ppo_epochs > 1)."""
     num_generations: int = Field(default=8, ge=2)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
+import threading
 import time
 from typing import Any
 
@@ -32,8 +34,7 @@ def resolve_reward(name: str, options: dict[str, Any]) -> Any:
     return get_reward(name, **options)
 
 
-def score_reward(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list]) -> tuple[list[float | None], int]:
-    """Scores plus the count of failed scorings; a reward that raises gives zeros, never a crash."""
+def _score_now(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list]) -> tuple[list[float | None], int]:
     try:
         if hasattr(reward, "score"):
             results = reward.score(prompts, completions, **columns)
@@ -44,8 +45,36 @@ def score_reward(reward: Any, prompts: list[str], completions: list[str], column
         if len(scores) != len(completions):
             raise RuntimeError(f"{len(scores)} scores for {len(completions)} completions")
         return [None if s is None or not math.isfinite(float(s)) else float(s) for s in scores], failures
-    except Exception:  # noqa: BLE001 - contract: a reward never stops the stage
+    except Exception as err:  # noqa: BLE001 - contract: a reward never stops the stage
+        print(f"[grpo] reward {_reward_name(reward)} failed: {type(err).__name__}: {err}", file=sys.stderr)
         return [0.0] * len(completions), len(completions)
+
+
+def _reward_name(reward: Any) -> str:
+    return str(getattr(reward, "name", None) or getattr(reward, "__name__", None) or type(reward).__name__)
+
+
+def score_reward(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list],
+                 timeout_s: float | None = None) -> tuple[list[float | None], int]:
+    """Scores plus the count of failed scorings; a reward that raises or outlives `timeout_s`
+    gives zeros, never a crash or a hung stage.
+
+    The call runs in a daemon thread when there is a timeout: a Python thread cannot be killed,
+    so a hung reward is abandoned (it cannot block the exit either). Built-in verifiers enforce
+    their own per-completion limits in killable processes; this bounds plug-in rewards.
+    """
+    if timeout_s is None:
+        return _score_now(reward, prompts, completions, columns)
+    box: list[tuple[list[float | None], int]] = []
+    worker = threading.Thread(target=lambda: box.append(_score_now(reward, prompts, completions, columns)),
+                              name=f"reward-{_reward_name(reward)}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if box:
+        return box[0]
+    print(f"[grpo] reward {_reward_name(reward)} timed out after {timeout_s:g} s on {len(completions)} "
+          "completions: scored 0 and counted as failures", file=sys.stderr)
+    return [0.0] * len(completions), len(completions)
 
 
 def group_advantages(rewards: list[float], transform: str = "none") -> tuple[list[float], bool]:
@@ -158,7 +187,7 @@ class GRPOTrainer:
                    for k in self.rows[0] if k != "prompt"}
         totals = [0.0] * len(texts)
         for name, reward, weight in zip(self.config.rewards, self.rewards, self.weights):
-            scores, failures = score_reward(reward, prompts, texts, columns)
+            scores, failures = score_reward(reward, prompts, texts, columns, self.config.reward_timeout_s)
             metrics.setdefault(f"reward/{name}", []).extend(s for s in scores if s is not None)
             metrics.setdefault(f"reward_failures/{name}", []).append(failures)
             totals = [t + weight * (s or 0.0) for t, s in zip(totals, scores)]

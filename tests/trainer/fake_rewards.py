@@ -46,3 +46,16 @@ class ConstantReward(Reward):
 
     def _score_one(self, prompt, completion, row):
         return RewardResult(1.0, "ok")
+
+
+class HangingReward(Reward):
+    """Blocks far longer than any test's reward timeout: the stage must give up on it and go on."""
+
+    name = "fake_hang"
+    version = "1"
+
+    def _score_one(self, prompt, completion, row):
+        import time
+
+        time.sleep(120)
+        return RewardResult(1.0, "ok")

@@ -102,6 +102,14 @@ def test_failing_reward_is_recorded_not_fatal(grpo_kwargs):
     assert row["trained_rollouts"] > 0
 
 
+def test_hanging_reward_times_out_into_recorded_failures(grpo_kwargs):
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "reward_timeout_s": 0.5,
+                                    "rewards": [FAKE + "HangingReward", FAKE + "LengthReward"]}))
+    (row,) = pq.read_table(result.metrics_path).to_pylist()
+    assert row[f"reward_failures/{FAKE}HangingReward"] == 8 and row[f"reward_failures/{FAKE}LengthReward"] == 0
+    assert row["trained_rollouts"] > 0 and (result.output_dir / "model.safetensors").exists()
+
+
 def test_overlong_rollouts_are_excluded(grpo_kwargs):
     result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 2}))
     (row,) = pq.read_table(result.metrics_path).to_pylist()

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
+from rewards.base import completion_text
+
 if TYPE_CHECKING:
     from trainer.config import GRPOConfig
 
@@ -110,16 +112,23 @@ def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
 
 
 class TRLReward:
-    """A rewards.base.Reward seen through TRL's call: raw user prompts in, TRL's extra kwargs out."""
+    """A rewards.base.Reward seen through TRL's call: raw user prompts in, TRL's extra kwargs out.
 
-    def __init__(self, reward: Any):
-        self.reward = reward
+    Scored through trainer.grpo.score_reward, so a reward that raises or outlives `timeout_s`
+    gives zeros under TRL too instead of stopping or hanging the stage.
+    """
+
+    def __init__(self, reward: Any, timeout_s: float | None = None):
+        self.reward, self.timeout_s = reward, timeout_s
         self.__name__ = getattr(reward, "name", type(reward).__name__)
 
     def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
+        from trainer.grpo import score_reward
+
         user_prompts = kwargs.pop(USER_PROMPT, prompts)
         columns = {k: v for k, v in kwargs.items() if k in REWARD_COLUMNS}
-        return self.reward(user_prompts, completions, **columns)
+        texts = [completion_text(c) for c in completions]
+        return score_reward(self.reward, list(user_prompts), texts, columns, self.timeout_s)[0]
 
 
 def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
@@ -210,7 +219,7 @@ def train_with_trl(config: "GRPOConfig", output_dir: str, rewards: Sequence[Any]
     work_dir = os.path.join(output_dir, "checkpoints")
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[TRLReward(r) for r in rewards],
+        reward_funcs=[TRLReward(r, config.reward_timeout_s) for r in rewards],
         args=trl_args(config, work_dir, use_cpu),
         train_dataset=dataset,
         processing_class=tokenizer,
