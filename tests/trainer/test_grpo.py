@@ -29,6 +29,7 @@ def test_score_reward_never_raises():
     assert score_reward(ExplodingReward(), ["p"] * 3, ["a", "b", "c"], {}) == ([0.0] * 3, 3)
     assert score_reward(lambda prompts, completions, **kw: [1, None, float("nan")], ["p"] * 3, ["a"] * 3, {}) == \
         ([1.0, None, None], 0)
+    assert score_reward(lambda prompts, completions, **kw: [1.0], ["p"] * 3, ["a"] * 3, {}) == ([0.0] * 3, 3)
 
 
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])
