@@ -12,7 +12,9 @@ What our GRPO reduces to (the paper's default, nanochat-style, in plain words):
   Options (off by default): KL to a frozen reference, PPO-style clipping with several epochs per
   batch, sequence-level loss aggregation, dynamic filtering of zero-variance groups (with refill),
   overlong filtering (truncated completions are dropped from the loss; on by default as in the
-  paper), step schedules for the response budget and the temperature.
+  paper), step schedules for the response budget and the temperature, per-epoch retirement of
+  always/never-solved prompts (Math RL). Prompt sets that mix /think and /no_think give every
+  step half of each (RLHF).
 
 Why it is fast on CPU: sampling runs with the KV cache in one batched `generate` call over all
 prompts x G; the training pass is ONE forward+backward over the completions packed without padding

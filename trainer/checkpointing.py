@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,14 @@ CHECKPOINTS = "checkpoints"
 
 @dataclass
 class DataOrder:
-    """Deterministic epoch-wise shuffled order over `n` items; state = (epoch, position).
+    """Deterministic epoch-wise shuffled order over `n` items; state = (epoch, position, retired).
 
-    The permutation of an epoch is a pure function of (seed, epoch), so saving two integers is
-    enough to resume the exact same data stream. With `strata` (one label per item, e.g. the
-    reasoning mode) each label is shuffled on its own and the labels are interleaved, so any run
-    of consecutive items is balanced across labels (half /think, half /no_think batches) until
-    the smaller labels run out for the epoch.
+    The permutation of an epoch is a pure function of (seed, epoch, retired items), so saving
+    it is enough to resume the exact same data stream. With `strata` (one label per item, e.g.
+    the reasoning mode) each label is shuffled on its own and the labels are interleaved, so any
+    run of consecutive items is balanced across labels (half /think, half /no_think batches)
+    until the smaller labels run out for the epoch. `retire(items)` drops items from every epoch
+    after the current one; the current epoch's order never changes under its position.
     """
 
     n: int
@@ -35,17 +36,29 @@ class DataOrder:
     position: int = 0
     shuffle: bool = True
     strata: list[str] | None = None
+    retired: dict[int, int] = field(default_factory=dict)  # item -> first epoch without it
+
+    def active(self, epoch: int | None = None) -> list[int]:
+        """Items drawn in `epoch` (default: the current one), in index order."""
+        epoch = self.epoch if epoch is None else epoch
+        return [i for i in range(self.n) if self.retired.get(i, epoch + 1) > epoch]
+
+    def retire(self, items: list[int]) -> None:
+        """Leave `items` out of every epoch after the current one."""
+        for i in items:
+            self.retired.setdefault(int(i), self.epoch + 1)
 
     def _perm(self) -> list[int]:
         import numpy as np
 
+        items = self.active()
         if not self.shuffle:
-            return list(range(self.n))
+            return items
         rng = np.random.default_rng([self.seed, self.epoch])
-        labels = sorted(set(self.strata or ()))
+        labels = sorted({self.strata[i] for i in items}) if self.strata else []
         if len(labels) < 2:
-            return rng.permutation(self.n).tolist()
-        pools = [[i for i, s in enumerate(self.strata) if s == label] for label in labels]
+            return [items[j] for j in rng.permutation(len(items))]
+        pools = [[i for i in items if self.strata[i] == label] for label in labels]
         pools = [[pool[j] for j in rng.permutation(len(pool))] for pool in pools]
         return [pool[k] for k in range(max(map(len, pools))) for pool in pools if k < len(pool)]
 
@@ -56,19 +69,22 @@ class DataOrder:
         out: list[int] = []
         perm = self._perm()
         while len(out) < k:
-            if self.position >= self.n:
+            if self.position >= len(perm):
                 self.epoch, self.position = self.epoch + 1, 0
                 perm = self._perm()
-            take = min(k - len(out), self.n - self.position)
+                if not perm:
+                    raise ValueError("every item is retired: nothing left to draw")
+            take = min(k - len(out), len(perm) - self.position)
             out += perm[self.position:self.position + take]
             self.position += take
         return out
 
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position}
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "position": self.position, "retired": sorted(self.retired.items())}
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self.retired = {int(i): int(e) for i, e in state.get("retired", [])}
 
 
 def capture_rng() -> dict[str, Any]:

@@ -161,6 +161,8 @@ class GRPOConfig(_StageConfig):
     """With dynamic_filtering, sample more prompts until prompts_per_step groups have signal."""
     max_refill_rounds: int = Field(default=2, ge=0)
     """Upper bound on extra sampling rounds per step when refilling."""
+    retire_solved_prompts: bool = False
+    """Math RL (PAPER.md): prompts whose G rollouts all scored the same (always or never solved) leave later epochs."""
     overlong_filtering: bool = True
     """Exclude rollouts truncated at the length budget from the loss (not rewarded 0)."""
     length_schedule: list[tuple[int, int]] = Field(default_factory=list)

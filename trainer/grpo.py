@@ -164,7 +164,8 @@ class GRPOTrainer:
         self.order.load_state_dict(state["data_order"])
 
     def summary(self) -> dict[str, Any]:
-        return {"prompts": len(self.rows), "skipped_long_prompts": self.skipped_long}
+        return {"prompts": len(self.rows), "skipped_long_prompts": self.skipped_long,
+                "retired_prompts": len(self.order.retired)}
 
     def reward_records(self) -> list[dict[str, Any]]:
         return [{"name": n, "version": str(getattr(r, "version", "unknown")), "weight": w,
@@ -216,6 +217,8 @@ class GRPOTrainer:
                 metrics["rewards"].extend(r)
                 metrics["lengths"].extend(len(x.token_ids) for x in rollouts)
                 metrics["truncated"].extend(int(x.truncated) for x in rollouts)
+                if zero:
+                    metrics["uniform_prompts"].append(i)
                 if zero and cfg.dynamic_filtering:
                     continue
                 kept.append((self.prompt_ids[i], rollouts, r, adv))
@@ -235,8 +238,10 @@ class GRPOTrainer:
         t_start = time.perf_counter()
         max_new, temp = cfg.budget_at(step)
         m: dict[str, list] = {k: [] for k in ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards",
-                                              "lengths", "truncated", "refill_rounds", "think")}
+                                              "lengths", "truncated", "refill_rounds", "think", "uniform_prompts")}
         kept = self._collect(step, max_new, temp, m)
+        if cfg.retire_solved_prompts:
+            self._retire([i for part in backend.gather_objects(m["uniform_prompts"]) for i in part])
         # Rollouts that carry loss: overlong ones are excluded; zero-weight ones cannot move the
         # weights (no KL, ratio 1), so their forward is skipped, but they still count in the
         # token-level denominator unless filtered, as in the paper's loss.
@@ -278,6 +283,13 @@ class GRPOTrainer:
         t_train = time.perf_counter() - t0
         totals = backend.all_reduce_sum([loss_total, entropy_sum, float(entropy_n), kl_sum])
         return self._metrics(m, totals, grad_norm, n_trained, max_new, temp, t_train, time.perf_counter() - t_start)
+
+    def _retire(self, uniform: list[int]) -> None:
+        """Drop prompts whose group scored all the same (always or never solved) from later epochs,
+        unless that would leave fewer than one step's prompts."""
+        new = sorted({i for i in uniform if i not in self.order.retired})
+        if new and len(self.order.active(self.order.epoch + 1)) - len(new) >= self.config.prompts_per_step:
+            self.order.retire(new)
 
     def _micro_batches(self, groups: list[tuple[list[int], list[tuple[list[int], float]]]]) -> list[list[tuple]]:
         """Rows of (prompt, completions, advantages), cut so each padded micro-batch holds about
@@ -356,6 +368,7 @@ class GRPOTrainer:
             "filtered_groups": float(sum(merged["zero_var"]) if self.config.dynamic_filtering else 0),
             "refill_rounds": float(len(m["refill_rounds"])),
             "think_frac": sum(merged["think"]) / max(1, len(merged["think"])),
+            "retired_prompts": float(len(self.order.retired)),
             "completion_len_mean": sum(lengths) / max(1, len(lengths)), "completion_len_max": float(max(lengths, default=0)),
             "truncated_frac": sum(merged["truncated"]) / max(1, len(merged["truncated"])),
             "entropy": ent_sum / ent_n if ent_n else float("nan"), "kl": kl_sum / ent_n if ent_n else 0.0,

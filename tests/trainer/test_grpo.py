@@ -140,3 +140,26 @@ def test_mixed_mode_prompt_sets_give_half_think_steps(grpo_kwargs, balance):
     steps = [[trainer.modes[i] for i in trainer.order.take(2)] for _ in range(8)]
     balanced = [sorted(s) == ["no_think", "think"] for s in steps]
     assert all(balanced) if balance else not all(balanced)  # seed 3's plain shuffle pairs two alike
+
+
+def test_retired_items_leave_later_epochs_only():
+    order = DataOrder(6, seed=2)
+    first = order.take(4)
+    order.retire(first[:3])
+    assert order.take(2) == DataOrder(6, seed=2).take(6)[4:]  # the current epoch is untouched
+    state = order.state_dict()
+    second = order.take(3)
+    assert sorted(second) == sorted(set(range(6)) - set(first[:3]))
+    again = DataOrder(6, seed=2)
+    again.load_state_dict(state)
+    assert again.take(3) == second
+
+
+def test_solved_prompts_retire_after_their_epoch(grpo_kwargs):
+    # Constant rewards: every group is uniform ("always solved"). 16 prompts, 2 per step: epoch 0 is
+    # steps 0-7; each step retires its 2 prompts until only one step's worth (2) would be left.
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "ConstantReward"], "max_steps": 10,
+                                    "retire_solved_prompts": True}))
+    rows = pq.read_table(result.metrics_path).to_pylist()
+    assert [r["retired_prompts"] for r in rows] == [2, 4, 6, 8, 10, 12, 14, 14, 14, 14]
+    assert result.summary["retired_prompts"] == 14

@@ -17,8 +17,8 @@ Prompts are rendered by curation.chat (system prompt + mode suffix) and handed t
 text, so TRL tokenizes exactly the string our trainer would; rewards get the raw user prompt and
 the RL prompt-set columns, as in the torch backend.
 
-Options TRL has no equivalent for (dynamic filtering, length / temperature schedules, tanh
-advantages, vLLM rollouts through our engine) are refused with a clear error rather than ignored.
+Options TRL has no equivalent for (dynamic filtering, retiring solved prompts, length / temperature
+schedules, tanh advantages, vLLM rollouts through our engine) are refused with a clear error rather than ignored.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def unsupported_options(config: "GRPOConfig") -> list[str]:
     problems = []
     if config.dynamic_filtering:
         problems.append("dynamic_filtering")
+    if config.retire_solved_prompts:
+        problems.append("retire_solved_prompts")
     if config.length_schedule:
         problems.append("length_schedule")
     if config.temperature_schedule:
