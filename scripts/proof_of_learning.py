@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generations", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16"], help="GRPO training precision")
+    ap.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16"], help="training precision of the SFT and GRPO stages (pinned: 'auto' depends on the CPU)")
     args = ap.parse_args(argv)
 
     import pyarrow.parquet as pq
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluate("base", base)
     sft = run_sft(SFTConfig(policy=str(base), dataset=str(out / "sft.parquet"), output_dir=str(out / "sft"),
                             max_steps=args.sft_steps, batch_size=4, learning_rate=args.sft_lr, max_length=256,
-                            seed=args.seed, lr_schedule="cosine", warmup_ratio=0.1))
+                            seed=args.seed, lr_schedule="cosine", warmup_ratio=0.1, dtype=args.dtype))
     evaluate("sft", Path(sft.output_dir))
 
     t_grpo = time.time()
