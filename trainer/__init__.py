@@ -26,6 +26,7 @@ Modules
   models.py        tiny random Qwen2 + locally trained ChatML tokenizer (tests); SmolLM2 from GGUF.
   rollout.py       RolloutEngine protocol; HFRolloutEngine (prefix-shared KV-cache sampling).
   sft.py           SFT: assistant-only loss, packing, cosine schedule, grad accumulation.
+  prompt_set.py    RL prompts as every GRPO backend sees them: modes, rendering, the prompt stream.
   grpo.py          GRPO step: rollouts -> rewards -> group advantages -> token-level loss.
   checkpointing.py periodic checkpoints with optimizer/scheduler/RNG/data-order state; resume.
   lineage.py       lineage.json: parent, dataset version, rewards + versions, config hash, libs.

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from trainer.backends import build_group_batch, check_finite, target_logprobs
-from trainer.checkpointing import DataOrder
+from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout
 
 _ZERO_STD = 1e-6  # below this a group's rewards count as equal (no signal)
@@ -101,43 +101,18 @@ class GRPOTrainer:
                      "time_generation_s", "time_training_s")
 
     def __init__(self, config: Any, tokenizer: Any, world_size: int = 1, rank: int = 0):
-        import pyarrow.parquet as pq
-
         self.config, self.tokenizer, self.rank, self.world_size = config, tokenizer, rank, world_size
-        rows = pq.read_table(config.dataset).to_pylist()
-        self.rows, self.prompt_ids, self.modes, self.skipped_long = [], [], [], 0
-        for i, row in enumerate(rows):
-            mode = self._mode(row, i)
-            ids = tokenizer(self._render(row, mode), add_special_tokens=False)["input_ids"]
-            if len(ids) > config.max_prompt_tokens:
-                self.skipped_long += 1
-                continue
-            self.rows.append(row)
-            self.prompt_ids.append(ids)
-            self.modes.append(mode)
-        if not self.rows:
-            raise ValueError(f"{config.dataset}: no usable prompts ({self.skipped_long} over max_prompt_tokens)")
+        prompts = load_prompt_set(config, tokenizer)
+        self.rows, self.prompt_ids, self.modes = prompts.rows, prompts.token_ids, prompts.modes
+        self.skipped_long = prompts.skipped_long
         self.rewards = [resolve_reward(n, config.reward_options.get(n, {})) for n in config.rewards]
         self.weights = config.reward_weights or [1.0] * len(self.rewards)
         self.total_steps, self.warmup_steps = config.max_steps, config.warmup_steps
-        self.order = DataOrder(len(self.rows), config.seed, strata=self.modes if config.balance_modes else None)
+        self.order = prompts.order(config)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.backend: Any = None
         self.engine: Any = None
         self.reference: Any = None
-
-    def _mode(self, row: dict[str, Any], index: int) -> str:
-        mode = self.config.mode
-        if mode == "row":
-            return row.get("mode") or "think"
-        if mode == "alternate":
-            return "think" if index % 2 == 0 else "no_think"
-        return mode
-
-    def _render(self, row: dict[str, Any], mode: str) -> str:
-        from curation.chat import render_prompt
-
-        return render_prompt(row["prompt"], mode, self.config.system_prompt, row.get("tools"))
 
     def attach(self, backend: Any) -> None:
         import torch
@@ -240,8 +215,9 @@ class GRPOTrainer:
         m: dict[str, list] = {k: [] for k in ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards",
                                               "lengths", "truncated", "refill_rounds", "think", "uniform_prompts")}
         kept = self._collect(step, max_new, temp, m)
+        uniform = m.pop("uniform_prompts")
         if cfg.retire_solved_prompts:
-            self._retire([i for part in backend.gather_objects(m["uniform_prompts"]) for i in part])
+            self._retire([i for part in backend.gather_objects(uniform) for i in part])
         # Rollouts that carry loss: overlong ones are excluded; zero-weight ones cannot move the
         # weights (no KL, ratio 1), so their forward is skipped, but they still count in the
         # token-level denominator unless filtered, as in the paper's loss.

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rewards.base import Reward, RewardResult
-from trainer.backends.trl_adapter import TRLReward, build_dataset, metrics_rows, row_modes, trl_args, unsupported_options
+from trainer.backends.trl_adapter import TRLReward, build_dataset, metrics_rows, trl_args, unsupported_options
 from trainer.config import GRPOConfig
+from trainer.prompt_set import row_modes
 
 pytest.importorskip("trl")
 

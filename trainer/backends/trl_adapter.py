@@ -69,48 +69,28 @@ def unsupported_options(config: "GRPOConfig") -> list[str]:
     return problems
 
 
-def row_modes(modes: Sequence[str | None], mode_option: str) -> list[str]:
-    """The reasoning mode of each prompt under GRPOConfig.mode (row | think | no_think | alternate)."""
-    if mode_option == "row":
-        return [m if m in ("think", "no_think") else "think" for m in modes]
-    if mode_option == "alternate":
-        return ["think" if i % 2 == 0 else "no_think" for i in range(len(modes))]
-    return [mode_option] * len(modes)
-
-
 def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
     """TRL dataset of rendered prompts + reward columns; returns (dataset, prompts skipped as too long).
 
-    Its rows are the prompt stream of the torch backend, step after step (trainer.checkpointing
-    .DataOrder over the usable prompts, mode-balanced as `balance_modes` asks), and TRL reads them
-    in order (shuffle_dataset off), so both backends train on the same prompts at the same steps.
+    Its rows are the torch backend's prompt stream, step after step (trainer.prompt_set.PromptSet and
+    its order, mode-balanced as `balance_modes` asks), and TRL reads them in order
+    (shuffle_dataset off), so both backends train on the same prompts at the same steps.
     """
     import pyarrow.parquet as pq
     from datasets import Dataset
 
-    from curation.chat import render_prompt
-    from trainer.checkpointing import DataOrder
+    from trainer.prompt_set import load_prompt_set
 
-    table = pq.read_table(config.dataset)
-    rows = table.to_pylist()
-    modes = row_modes([r.get("mode") for r in rows], config.mode)
-    columns = [c for c in REWARD_COLUMNS if c in table.column_names]
-    usable: list[tuple[dict[str, Any], str, str]] = []
-    for row, mode in zip(rows, modes):
-        text = render_prompt(row["prompt"], mode, config.system_prompt, row.get("tools"))
-        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= config.max_prompt_tokens:
-            usable.append((row, mode, text))
-    if not usable:
-        raise ValueError(f"{config.dataset}: no prompt fits max_prompt_tokens={config.max_prompt_tokens}")
-    order = DataOrder(len(usable), config.seed, strata=[m for _, m, _ in usable] if config.balance_modes else None)
+    prompts = load_prompt_set(config, tokenizer)
+    columns = [c for c in REWARD_COLUMNS if c in pq.read_schema(config.dataset).names]
     data: dict[str, list] = {"prompt": [], USER_PROMPT: [], **{c: [] for c in columns}}
-    for i in order.take(config.max_steps * config.prompts_per_step):
-        row, mode, text = usable[i]
-        data["prompt"].append(text)
+    for i in prompts.order(config).take(config.max_steps * config.prompts_per_step):
+        row, mode = prompts.rows[i], prompts.modes[i]
+        data["prompt"].append(prompts.texts[i])
         data[USER_PROMPT].append(row["prompt"])
         for c in columns:
             data[c].append(mode if c == "mode" else row[c])
-    return Dataset.from_dict(data), len(rows) - len(usable)
+    return Dataset.from_dict(data), prompts.skipped_long
 
 
 class TRLReward:
