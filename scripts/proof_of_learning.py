@@ -42,8 +42,8 @@ MODE = "no_think"
 
 def arithmetic_problems(n: int, seed: int) -> list[dict[str, str]]:
     """Word problems with 2-digit operands from the curation generator, with the worked answer."""
-    from curation.samples_common import make_rng
-    from curation.samples_math import arithmetic_item
+    from curation.samples.common import make_rng
+    from curation.samples.math import arithmetic_item
 
     rng = make_rng("proof_of_learning", seed)
     return [{"prompt": it["prompt"], "answer": it["answer"], "response": it["no_think_response"], "op": it["key"][2]}

@@ -14,8 +14,8 @@ import yaml
 from curation.chat import sft_rows
 from curation.patches import parse_patch
 from curation.samples import GENERATORS, arithmetic_problems, generate, records
-from curation.samples_code import humaneval_problems, run_stdio
-from curation.samples_math import gsm8k_cases
+from curation.samples.code import humaneval_problems, run_stdio
+from curation.samples.math import gsm8k_cases
 from curation.schemas import DOMAIN_SCHEMAS, required_fields
 from curation.swe import SweSplitConfig, split_swe
 from curation.text import normalize_words

@@ -9,7 +9,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from curation.samples_common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, interleave, make_rng, malformed_lines, public
+from curation.samples.common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, interleave, make_rng, malformed_lines, public
 
 NAMES = ["Mia", "Noah", "Ava", "Liam", "Zoe", "Omar", "Lena", "Ravi", "Sofia", "Jamal", "Hana", "Ivan", "Chloe",
          "Mateo", "Priya", "Tom", "Yuki", "Amara", "Felix", "Nadia", "Kofi", "Elsa", "Diego", "Mei"]

@@ -26,7 +26,7 @@ import tokenize
 from functools import lru_cache
 from typing import Any
 
-from curation.samples_common import draw, interleave, make_rng
+from curation.samples.common import draw, interleave, make_rng
 
 # (module, function, example calls). Calls are argument tuples.
 FUNCTIONS: list[tuple[str, str, list[tuple]]] = [

@@ -13,7 +13,7 @@ import sys
 from importlib import resources
 from typing import Any, Callable
 
-from curation.samples_common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, interleave, make_rng, malformed_lines, public
+from curation.samples.common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, interleave, make_rng, malformed_lines, public
 
 OPENERS = ["Write a Python function", "Implement a Python function", "Create a function", "Define a function"]
 

@@ -6,7 +6,7 @@ import json
 import random
 from typing import Any
 
-from curation.samples_common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, interleave, make_rng
+from curation.samples.common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, interleave, make_rng
 
 # (country, capital, main language)
 COUNTRIES = [

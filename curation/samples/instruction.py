@@ -10,7 +10,7 @@ import random
 import re
 from typing import Any
 
-from curation.samples_common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, make_rng
+from curation.samples.common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, draw, make_rng
 
 TOPICS = [
     "city gardens", "rainy days", "learning a new language", "public libraries", "night trains", "morning walks",

@@ -1,4 +1,7 @@
-"""Embedded default data: deterministic generators of small but realistic sample sources.
+"""Built-in offline data: deterministic generators of small but realistic sample sources.
+
+This subpackage holds the platform's own embedded data (SFT sample sources, RL prompt
+sources, eval sets), kept apart from the curation algorithms in the rest of `curation`.
 
 The default recipe must run offline on a fresh machine, so the platform writes its own
 sources: arithmetic word problems with worked answers, science questions, small
@@ -29,12 +32,12 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from curation import samples_chat, samples_code, samples_if, samples_math, samples_swe
-from curation.samples_common import Record, make_rng
+from curation.samples import chat, code, instruction, math, swe
+from curation.samples.common import Record, make_rng
 
 GENERATORS: dict[str, Callable[[int], list[Record]]] = {
     name: fn
-    for module in (samples_math, samples_code, samples_if, samples_chat, samples_swe)
+    for module in (math, code, instruction, chat, swe)
     for name, fn in module.GENERATORS.items()
 }
 """Generator name (the recipe's `generate:`) -> `fn(seed) -> records`."""
@@ -60,7 +63,7 @@ def generate(name: str, path: str | Path, seed: int = 1234) -> Path:
 
 def arithmetic_problems(n: int, seed: int = 0) -> list[dict[str, str]]:
     """`n` two-digit addition/subtraction word problems: [{"prompt", "answer"}] (deterministic)."""
-    from curation.samples_math import arithmetic_item
+    from curation.samples.math import arithmetic_item
 
     rng = make_rng("arithmetic", seed)
     return [{"prompt": item["prompt"], "answer": item["answer"]} for item in (arithmetic_item(rng) for _ in range(n))]
