@@ -1,13 +1,14 @@
 """SFT stage blends: several canonical source tables -> one formatted SFT corpus.
 
 Steps, in order (each drop is counted under its reason):
-1. SWE sources go through the PAPER.md split (`curation.swe.split_swe`); only the SFT side
+1. SWE sources go through the paper's split (docs/cascade_rl.md#swe-data-split,
+   `curation.swe.split_swe`); only the SFT side
    stays (`swe_to_rl` counts instances routed to RL, `swe:<reason>` the split's drops).
 2. Cross-source exact dedup by normalised prompt (`curation.text.normalize`): the first
    source in the stage's order wins (`duplicate_prompt`).
 3. Chat formatting (`curation.chat.sft_rows`): parallel responses -> two rows; malformed
    responses dropped with chat's reasons.
-4. Per-domain minimum response length in policy tokens (`short_answer`, PAPER: stage 2
+4. Per-domain minimum response length in policy tokens (`short_answer`, docs/cascade_rl.md#sft-stages: stage 2
    drops short math answers) and the stage's token cap on the whole rendered text
    (`over_max_tokens`), both measured by `count_tokens` (the policy tokenizer in the
    asset layer; any `list[str] -> list[int]` in tests).
@@ -49,7 +50,7 @@ class BlendConfig:
     """Settings of one SFT stage blend."""
 
     upsample: Mapping[str, float] = field(default_factory=dict)
-    """Per-domain upsampling factor (PAPER stage 2: science 2, swe 3); < 1 subsamples."""
+    """Per-domain upsampling factor (docs/cascade_rl.md#sft-stages, stage 2: science 2, swe 3); < 1 subsamples."""
     max_tokens: int | None = None
     """Drop rows whose rendered text exceeds this many policy tokens (None: no cap)."""
     min_answer_tokens: Mapping[str, int] = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """SWE instance curation: patch filtering, benchmark-repo exclusion, dedup and the SFT/RL split.
 
-PAPER.md's rule: every teacher patch is scored against the golden patch with the SWE-RL
+The paper's rule (docs/cascade_rl.md#swe-data-split): every teacher patch is scored
+against the golden patch with the SWE-RL
 lexical similarity (`curation.patches`). An instance with at least `min_good_for_sft` of
 its `samples` candidates above `similarity_threshold` is easy enough for the teacher to be
 imitated: it goes to SFT with its best candidate as the response. An instance with fewer

@@ -1,4 +1,4 @@
-"""SWE RL reward, execution-free (PAPER.md "Rewards", SWE).
+"""SWE RL reward, execution-free (docs/cascade_rl.md#rewards-per-stage, SWE RL).
 
 Score of a completion against the golden patch (column `golden_patch`):
   −1  no patch can be parsed from the completion (or it only touches binary files);

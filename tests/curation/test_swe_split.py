@@ -1,4 +1,4 @@
-"""SWE curation: filtering reasons, repo exclusion, dedup and the PAPER.md SFT/RL split."""
+"""SWE curation: filtering reasons, repo exclusion, dedup and the paper's SFT/RL split (docs/cascade_rl.md#swe-data-split)."""
 
 from __future__ import annotations
 
