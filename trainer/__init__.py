@@ -25,14 +25,20 @@ Modules
   config.py        SFTConfig / GRPOConfig (pydantic, no torch import) + YAML loading + docs table.
   models.py        tiny random Qwen2 + locally trained ChatML tokenizer (tests); SmolLM2 from GGUF.
   rollout.py       RolloutEngine protocol; HFRolloutEngine (prefix-shared KV-cache sampling).
+  rollout_vllm.py  VLLMRolloutEngine: vLLM rollouts colocated on the trainer's GPU.
   sft.py           SFT: assistant-only loss, packing, cosine schedule, grad accumulation.
   prompt_set.py    RL prompts as every GRPO backend sees them: modes, rendering, the prompt stream.
   grpo.py          GRPO step: rollouts -> rewards -> group advantages -> token-level loss.
+  batching.py      packed / prefix-shared batch layouts; log-probs with the LM head on targets only.
   checkpointing.py periodic checkpoints with optimizer/scheduler/RNG/data-order state; resume.
   lineage.py       lineage.json: parent, dataset version, rewards + versions, config hash, libs.
   metrics.py       per-step metrics -> metrics.parquet + TensorBoard event files.
-  stage.py         run_sft / run_grpo -> StageResult; dispatch to backends; never overwrite.
-  backends/        torch (single process), deepspeed (ZeRO 1/2/3, torchrun), trl (adapter, D2).
+  stage.py         the contract: run_sft / run_grpo -> StageResult; never overwrite; imports no backend.
+  backend_registry.py  backend name -> "module:run", imported lazily; register_backend().
+  loop.py          execute(): the loop shared by every backend and rank (resume, steps, outputs).
+  backends/        base.py (Backend base class, LR schedule, dtype, optimizer, NaN guard); torch
+                   (single process), deepspeed (ZeRO 1/2/3, torchrun), trl (adapter, D2).
+  evaluate.py      held-out evaluation of one checkpoint per domain, /think and /no_think.
   cli.py           `cascade train sft|grpo --config PATH [--resume]`.
 
 No dagster import anywhere here; torch/transformers are imported lazily on CLI paths.

@@ -16,7 +16,8 @@ import threading
 import time
 from typing import Any
 
-from trainer.backends import build_group_batch, check_finite, target_logprobs
+from trainer.backends.base import check_finite
+from trainer.batching import build_group_batch, target_logprobs
 from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout
 

@@ -15,7 +15,8 @@ import math
 import time
 from typing import Any
 
-from trainer.backends import build_batch, check_finite, target_logprobs
+from trainer.backends.base import check_finite
+from trainer.batching import build_batch, target_logprobs
 from trainer.checkpointing import DataOrder
 
 Segment = tuple[list[int], list[bool]]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from curation.chat import prompt_messages
-from trainer.backends import build_batch, target_logprobs
+from trainer.batching import build_batch, target_logprobs
 from trainer.config import SFTConfig
 from trainer.sft import pack, tokenize_conversation
 from trainer.stage import run_sft
@@ -36,7 +36,7 @@ def test_targets_are_exactly_assistant_contents(tok):
 def test_packing_keeps_rows_apart(tiny_model_dir, tok):
     from transformers import AutoModelForCausalLM
 
-    from trainer.backends import Backend
+    from trainer.backends.base import Backend
 
     backend = Backend()
     backend.model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
@@ -58,7 +58,8 @@ def test_group_batch_matches_each_completion_alone(tiny_model_dir, tok):
     """A prompt computed once for several completions gives each one its own log-probs."""
     from transformers import AutoModelForCausalLM
 
-    from trainer.backends import Backend, build_group_batch
+    from trainer.backends.base import Backend
+    from trainer.batching import build_group_batch
 
     backend = Backend()
     backend.model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()

@@ -1,7 +1,8 @@
 """DeepSpeed ZeRO 1/2/3 backend: the same stage loop on every rank, launched with torchrun.
 
-`launch()` (called by trainer.stage for backend=deepspeed) starts `num_processes` ranks of this
-module with torchrun and waits; each rank runs trainer.stage.execute with a DeepSpeedBackend.
+`run()` (backend "deepspeed" in trainer.backend_registry) calls `launch()`, which starts
+`num_processes` ranks of this module with torchrun and waits; each rank runs trainer.loop.execute
+with a DeepSpeedBackend.
 The optimizer is a client torch AdamW (`zero_allow_untested_optimizer`), so no fused_adam is
 compiled; CPU ranks talk over gloo, GPU ranks over NCCL: the same code path runs on both.
 Gradients: the loops normalise losses by the global target count; DeepSpeed averages over ranks,
@@ -20,9 +21,12 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainer.backends import Backend, lr_lambda, make_optimizer, resolve_dtype
+from trainer.backends.base import Backend, lr_lambda, make_optimizer, resolve_dtype
+
+if TYPE_CHECKING:  # ranks import as little as possible before die_with_parent()
+    from trainer.stage import StageResult
 
 
 class DeepSpeedBackend(Backend):
@@ -179,6 +183,14 @@ def launch(kind: str, config: Any) -> None:
     spec.unlink(missing_ok=True)
 
 
+def run(kind: str, config: Any) -> StageResult:
+    """The stage on torchrun ranks (registered as backend "deepspeed")."""
+    from trainer.stage import result_for
+
+    launch(kind, config)
+    return result_for(config.output_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--exec-under"]:  # `--exec-under PID CMD...`: become CMD, killed when PID dies
@@ -186,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(argv[2], argv[2:])
     die_with_parent()  # a rank: killed when torchrun dies
     from trainer.config import parse_config
-    from trainer.stage import execute
+    from trainer.loop import execute
 
     spec = json.loads(Path(argv[0]).read_text())
     kind, config = spec["kind"], parse_config(spec["config"], spec["kind"])

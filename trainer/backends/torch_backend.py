@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.backends import Backend, lr_lambda, make_optimizer, resolve_dtype
+from trainer.backends.base import Backend, lr_lambda, make_optimizer, resolve_dtype
+from trainer.loop import execute
+from trainer.stage import StageResult
 
 
 class TorchBackend(Backend):
@@ -51,3 +53,14 @@ class TorchBackend(Backend):
         state = torch.load(Path(folder) / "optimizer.pt", map_location=self.device, weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+
+
+def run(kind: str, config: Any) -> StageResult:
+    """The stage in this process (registered as backend "torch")."""
+
+    def make(model: Any, trainer: Any) -> Any:
+        schedule = getattr(config, "lr_schedule", "constant")
+        return TorchBackend(model, config, trainer.total_steps, trainer.warmup_steps, schedule,
+                            getattr(config, "min_lr_ratio", 0.0))
+
+    return execute(kind, config, make)

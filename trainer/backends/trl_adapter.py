@@ -30,6 +30,7 @@ from rewards.base import completion_text
 
 if TYPE_CHECKING:
     from trainer.config import GRPOConfig
+    from trainer.stage import StageResult
 
 # RL_SCHEMA columns a reward may read; they travel through TRL's dataset into reward kwargs.
 REWARD_COLUMNS = ("row_id", "domain", "mode", "answer", "tests", "instruction_id_list", "kwargs",
@@ -117,7 +118,7 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
     """Our GRPOConfig as TRL 1.16's GRPOConfig (see the module docstring for the mapping)."""
     from trl import GRPOConfig as TRLGRPOConfig
 
-    from trainer.backends import native_bf16
+    from trainer.backends.base import native_bf16
 
     bf16 = config.dtype == "bf16" or (config.dtype == "auto" and native_bf16("cpu" if use_cpu else "cuda"))
     return TRLGRPOConfig(
@@ -253,3 +254,10 @@ def run_grpo_trl(config: "GRPOConfig") -> Any:
 
 def _has_checkpoint(work_dir: str) -> bool:
     return os.path.isdir(work_dir) and any(d.startswith("checkpoint-") for d in os.listdir(work_dir))
+
+
+def run(kind: str, config: Any) -> "StageResult":
+    """Backend "trl" in trainer.backend_registry: GRPO stages only, through `run_grpo_trl`."""
+    if kind != "grpo":
+        raise ValueError("backend 'trl' is available for GRPO stages only")
+    return run_grpo_trl(config)

@@ -1,0 +1,82 @@
+"""The training loop shared by every backend and rank: resume, steps, checkpoints, final outputs.
+
+`execute(kind, config, make_backend)` loads the tokenizer and the policy (or the latest
+checkpoint when resuming), builds the SFT or GRPO trainer, attaches the backend that
+`make_backend(model, trainer)` returns, runs the optimizer steps with periodic checkpoints and
+metrics, then writes the output folder and, last, lineage.json. The torch backend runs it in one
+process; every DeepSpeed rank runs it under torchrun.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from trainer.lineage import build_lineage, write_lineage
+from trainer.metrics import MetricsWriter, format_line
+from trainer.stage import StageResult, result_for
+
+
+def _make_trainer(kind: str, config: Any, tokenizer: Any, world_size: int, rank: int) -> Any:
+    if kind == "sft":
+        from trainer.sft import SFTTrainer
+
+        return SFTTrainer(config, tokenizer, world_size=world_size, rank=rank)
+    from trainer.grpo import GRPOTrainer
+
+    return GRPOTrainer(config, tokenizer, world_size=world_size, rank=rank)
+
+
+def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
+            world_size: int = 1, rank: int = 0) -> StageResult:
+    """The loop shared by every backend and rank: resume, steps, checkpoints, final outputs."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.checkpointing import latest_checkpoint, load_checkpoint, save_checkpoint, save_model_folder, seed_everything
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    seed_everything(config.seed, config.deterministic)
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    ckpt = latest_checkpoint(out) if config.resume else None
+    tokenizer = AutoTokenizer.from_pretrained(config.policy)
+    model = AutoModelForCausalLM.from_pretrained(ckpt / "model" if ckpt else config.policy, dtype=torch.float32)
+    trainer = _make_trainer(kind, config, tokenizer, world_size, rank)
+    backend = make_backend(model, trainer)
+    trainer.attach(backend)
+    metrics = MetricsWriter(out, config.tensorboard, enabled=backend.is_main)
+    start = 0
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, backend)
+        trainer.load_state_dict(state)
+        start = int(state["step"])
+        metrics.resume_from(start)
+        if backend.is_main:
+            print(f"[{kind}] resumed from {ckpt}", file=sys.stderr)
+    try:
+        for step in range(start, trainer.total_steps):
+            values = trainer.train_step(step)
+            metrics.log(step, values)
+            if backend.is_main and (step % config.log_every == 0 or step + 1 == trainer.total_steps):
+                print(f"[{kind}] " + format_line(step, trainer.total_steps, values, trainer.progress_keys),
+                      file=sys.stderr, flush=True)
+            if config.save_steps and (step + 1) % config.save_steps == 0 and step + 1 < trainer.total_steps:
+                metrics.flush()
+                save_checkpoint(out, step + 1, backend, tokenizer, trainer.state_dict(), config.keep_checkpoints)
+        save_model_folder(out, backend, tokenizer)
+        metrics.close()
+        summary = {"steps": trainer.total_steps, "resumed_from_step": start or None, **trainer.summary()}
+        if metrics.rows:
+            summary["final_metrics"] = {k: v for k, v in metrics.rows[-1].items() if isinstance(v, float)}
+        if backend.is_main:
+            rewards = trainer.reward_records() if hasattr(trainer, "reward_records") else None
+            write_lineage(out, build_lineage(config, kind, rewards=rewards, summary=summary))
+            shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the finished stage supersedes them
+        backend.barrier()
+    finally:
+        backend.close()
+    return result_for(out)
