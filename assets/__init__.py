@@ -24,7 +24,7 @@ from assets.common import WorkTimer
 from assets.corpora import build_corpus_assets
 from assets.evals import build_eval_assets
 from assets.sources import build_source_assets
-from dagster_project.recipe import Recipe
+from spec.recipe import Recipe
 
 MAIN_JOB, OBSERVE_JOB = "cascade", "observe_sources"
 

@@ -1,60 +1,63 @@
 """Checkpoint assets: base model → SFT stages → reward model → RL stages, one per recipe stage.
 
-A checkpoint's version hashes its inputs (parent version, dataset versions, reward versions,
-stage config, seed, trainer code), so it is known before training: the folder
-`checkpoints/<stage>/<version>/` is never overwritten, a rerun with unchanged inputs reuses it,
-and old and new checkpoints coexist after a dataset swap. Each RL checkpoint depends on its
-parent, its own prompt set and its own rewards only.
+What each stage does comes from its kind in the stage-kind registry (`spec.kinds`): the
+trainer entry point it calls, the rewards it defaults to. A checkpoint's version hashes its
+inputs (parent version, dataset versions, reward versions, stage config, seed, trainer code), so
+it is known before training: the folder `checkpoints/<stage>/<version>/` is never overwritten, a
+rerun with unchanged inputs reuses it, and old and new checkpoints coexist after a dataset swap.
+The same version is the one in the checkpoint's lineage record. Each RL checkpoint depends on
+its parent, its own prompt set, and the reward model only when one of its rewards needs it.
 """
 
 
-import json
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from assets.common import CHECKPOINTS, CORPORA, WorkTimer, checkpoint_root, code_hash, key, stable_hash, upstream_ref
+from assets.common import CHECKPOINTS, CORPORA, WorkTimer, checkpoint_root, key, upstream_ref
 from assets.plots import reward_curve_markdown
-from dagster_project.recipe import Recipe, RLStageSpec, SFTStageSpec
+from spec.entry_points import import_target
+from spec.hashing import code_hash, file_digest, stable_hash
+from spec.kinds import stage_kind
+from spec.lineage import input_ref, make_record, read_record, write_record
+from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
-TRAINER_CODE = ("trainer", "curation")
+TRAINER_CODE = ("trainer", "curation", "spec")
 
 
-def checkpoint_version(parent: str | None, inputs: list[dict], config: dict[str, Any], seed: int, code: str) -> str:
+def checkpoint_version(parent: str | None, inputs: list[dict], config: Any, seed: int, code: str) -> str:
+    """The version of a checkpoint: a hash of everything that determines it."""
     return stable_hash({
         "parent": parent, "inputs": sorted((i["asset"], i["data_version"]) for i in inputs),
         "config": config, "seed": seed, "code": code,
     })
 
 
-def reward_nodes(options: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def reward_nodes(specs: list[Any]) -> list[dict[str, Any]]:
     """Reward code as lineage inputs: name and version of every reward function used."""
     from rewards.registry import reward_versions
 
-    return [
-        {"asset": f"reward/{name}", "data_version": version, "code_version": version, "path": "rewards", "inputs": []}
-        for name, version in sorted(reward_versions(options).items())
-    ]
+    options = {s.name: dict(s.options) for s in specs}
+    return [input_ref(f"reward/{name}", version, "rewards") for name, version in sorted(reward_versions(options).items())]
 
 
-def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], extra: dict[str, Any]) -> dg.MaterializeResult:
-    record_path = out_dir / "lineage.json"
-    if not record_path.exists():  # trainer-made checkpoints carry these keys under "lineage"
-        record_path.write_text(json.dumps(asset_lineage(out_dir, version, code_version, inputs), indent=2, default=str))
+def platform_lineage(out_dir: Path, version: str, code_version: str, inputs: list[dict]) -> dict[str, Any]:
+    """The keys the platform decides for a checkpoint's lineage record (a trainer adds its details)."""
+    return {"asset": out_dir.parent.name, "data_version": version, "code_version": code_version, "inputs": inputs}
+
+
+def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], kind: str,
+            extra: dict[str, Any]) -> dg.MaterializeResult:
+    if read_record(out_dir) is None:  # trainer-made checkpoints already have theirs
+        write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, kind=kind))
     meta = {"path": dg.MetadataValue.path(str(out_dir)), "data_version": version,
             "inputs": dg.MetadataValue.json(inputs), **extra}
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata=meta)
 
 
-def asset_lineage(out_dir: Path, version: str, code_version: str, inputs: list[dict]) -> dict[str, Any]:
-    """The keys `cascade lineage` walks: {asset, data_version, path, code_version, inputs}."""
-    return {"asset": out_dir.parent.name, "data_version": version, "path": str(out_dir),
-            "code_version": code_version, "inputs": inputs}
-
-
 def _is_complete(out_dir: Path) -> bool:
-    return (out_dir / "model.safetensors").exists() and (out_dir / "lineage.json").exists()
+    return (out_dir / "model.safetensors").exists() and read_record(out_dir) is not None
 
 
 def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
@@ -77,10 +80,8 @@ def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
                 ensure_base_model(out)
             else:
                 out = recipe.resolve(spec.base)
-                from assets.sources import file_digest
-
                 version = file_digest(out)
-        return _finish(out, version, code, [], {"model": spec.base})
+        return _finish(out, version, code, [], "base_model", {"model": spec.base})
 
     return base_model
 
@@ -89,27 +90,27 @@ def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, tim
     data_key = key(CORPORA, f"{stage.name}_data")
     parent_key = key(CHECKPOINTS, parent)
     code = code_hash(*TRAINER_CODE)
+    train = stage.train.model_dump(mode="json")
+    kind = stage_kind("sft")
 
     @dg.asset(key=key(CHECKPOINTS, stage.name), deps=[parent_key, data_key], group_name=CHECKPOINTS,
-              code_version=code + stable_hash(stage.train, 8), kinds={"pytorch"},
+              code_version=code + stable_hash(train, 8), kinds={"pytorch"},
               description=f"SFT stage {stage.name!r}: {parent} fine-tuned on its blended corpus (assistant-only loss).")
     def sft(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         from trainer.config import SFTConfig
-        from trainer.stage import run_sft
 
         parent_ref, data_ref = upstream_ref(context, parent_key), upstream_ref(context, data_key)
         seed = recipe.seed + index
-        version = checkpoint_version(parent_ref["data_version"], [data_ref], stage.train, seed, code)
+        version = checkpoint_version(parent_ref["data_version"], [data_ref], train, seed, code)
         out = checkpoint_root() / stage.name / version
         inputs = [parent_ref, data_ref]
         if not _is_complete(out):
-            config = SFTConfig(**{**stage.train, "policy": parent_ref["path"],
-                                  "dataset": str(Path(data_ref["path"]) / "data.parquet"),
-                                  "output_dir": str(out), "seed": seed, "resume": True,
-                                  "lineage": asset_lineage(out, version, code, inputs)})
+            config = SFTConfig(**train, policy=parent_ref["path"], dataset=str(Path(data_ref["path"]) / "data.parquet"),
+                               output_dir=str(out), seed=seed, resume=True,
+                               lineage=platform_lineage(out, version, code, inputs))
             with timer.measure(context.asset_key.to_user_string()):
-                run_sft(config)
-        return _finish(out, version, code, inputs, _training_metadata(out))
+                import_target(kind.trainer)(config)
+        return _finish(out, version, code, inputs, kind.name, _training_metadata(out))
 
     return sft
 
@@ -120,65 +121,65 @@ def _reward_model_asset(recipe: Recipe, parent: str, timer: WorkTimer) -> dg.Ass
     data_keys = [key(CORPORA, f"{spec.name}_data")]
     parent_key = key(CHECKPOINTS, parent)
     code = code_hash("rewards")
+    train = spec.train.model_dump(mode="json")
+    kind = stage_kind("reward_model")
 
     @dg.asset(key=key(CHECKPOINTS, spec.name), deps=[parent_key, *data_keys], group_name=CHECKPOINTS,
-              code_version=code + stable_hash(spec.train, 8), kinds={"pytorch"},
+              code_version=code + stable_hash(train, 8), kinds={"pytorch"},
               description="Bradley-Terry scalar reward model trained on preference pairs; scores RLHF rollouts.")
     def reward_model(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pyarrow.parquet as pq
 
-        from rewards.reward_model import RMConfig, train_reward_model
+        from rewards.reward_model import RMConfig
 
         parent_ref = upstream_ref(context, parent_key)
         data_refs = [upstream_ref(context, k) for k in data_keys]
-        version = checkpoint_version(parent_ref["data_version"], data_refs, spec.train, recipe.seed, code)
+        version = checkpoint_version(parent_ref["data_version"], data_refs, train, recipe.seed, code)
         out = checkpoint_root() / spec.name / version
         if not _is_complete(out):
             table = pq.read_table(Path(data_refs[0]["path"]) / "data.parquet")
             with timer.measure(context.asset_key.to_user_string()):
-                train_reward_model(parent_ref["path"], table, out, RMConfig(**{**spec.train, "seed": recipe.seed}))
-        return _finish(out, version, code, [parent_ref, *data_refs], {})
+                import_target(kind.trainer)(parent_ref["path"], table, out, RMConfig(**train, seed=recipe.seed))
+        return _finish(out, version, code, [parent_ref, *data_refs], kind.name, {})
 
     return reward_model
 
 
 def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer: WorkTimer) -> dg.AssetsDefinition:
+    from rewards.registry import needs_reward_model
+
     prompts_key = key(CORPORA, f"{stage.name}_prompts")
     parent_key = key(CHECKPOINTS, parent)
-    uses_rm = any(r.name in ("rm", "ifeval_rm") for r in stage.rewards)
+    uses_rm = any(needs_reward_model(r.name) for r in stage.rewards)
     rm_key = key(CHECKPOINTS, recipe.reward_model.name) if uses_rm and recipe.reward_model else None
     code = code_hash(*TRAINER_CODE)
-    reward_cfg = [r.model_dump() for r in stage.rewards]
+    kind = stage_kind(stage.kind)
+    train = stage.train.model_dump(mode="json")
+    reward_cfg = [r.model_dump(mode="json") for r in stage.rewards]
 
     @dg.asset(key=key(CHECKPOINTS, stage.name), deps=[k for k in (parent_key, prompts_key, rm_key) if k],
-              group_name=CHECKPOINTS, code_version=code + stable_hash([stage.train, reward_cfg], 8),
+              group_name=CHECKPOINTS, code_version=code + stable_hash([train, reward_cfg], 8),
               kinds={"pytorch"},
               description=f"{stage.kind} RL stage {stage.name!r}: GRPO from {parent} with rewards "
                           f"{[r.name for r in stage.rewards]}.")
     def rl(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         from trainer.config import GRPOConfig
-        from trainer.stage import run_grpo
 
         parent_ref, prompts_ref = upstream_ref(context, parent_key), upstream_ref(context, prompts_key)
         rm_ref = upstream_ref(context, rm_key) if rm_key else None
-        options = {r.name: dict(r.options) for r in stage.rewards}
-        for name in ("rm", "ifeval_rm"):
-            if name in options and rm_ref:
-                options[name].setdefault("model_path", rm_ref["path"])
-        inputs = [parent_ref, prompts_ref, *([rm_ref] if rm_ref else []), *reward_nodes(options)]
+        rewards = [r.model_copy(update={"options": {"model_path": rm_ref["path"], **r.options}})
+                   if rm_ref and needs_reward_model(r.name) else r for r in stage.rewards]
+        inputs = [parent_ref, prompts_ref, *([rm_ref] if rm_ref else []), *reward_nodes(rewards)]
         seed = recipe.seed + 100 + index
-        version = checkpoint_version(parent_ref["data_version"], inputs, {"train": stage.train, "rewards": reward_cfg}, seed, code)
+        version = checkpoint_version(parent_ref["data_version"], inputs, {"train": train, "rewards": reward_cfg}, seed, code)
         out = checkpoint_root() / stage.name / version
         if not _is_complete(out):
-            config = GRPOConfig(**{**stage.train, "policy": parent_ref["path"],
-                                   "dataset": str(Path(prompts_ref["path"]) / "data.parquet"),
-                                   "rewards": [r.name for r in stage.rewards],
-                                   "reward_weights": [r.weight for r in stage.rewards],
-                                   "reward_options": options, "output_dir": str(out), "seed": seed,
-                                   "resume": True, "lineage": asset_lineage(out, version, code, inputs)})
+            config = GRPOConfig(**train, policy=parent_ref["path"], dataset=str(Path(prompts_ref["path"]) / "data.parquet"),
+                                rewards=rewards, output_dir=str(out), seed=seed, resume=True,
+                                lineage=platform_lineage(out, version, code, inputs))
             with timer.measure(context.asset_key.to_user_string()):
-                run_grpo(config)
-        return _finish(out, version, code, inputs, _training_metadata(out))
+                import_target(kind.trainer)(config)
+        return _finish(out, version, code, inputs, stage.kind, _training_metadata(out))
 
     return rl
 

@@ -2,12 +2,11 @@
 corpus that fails never reaches a trainer):
 
   no_benchmark_overlap  re-scans the written corpus: zero n-grams shared with any benchmark
-  row_accounting        manifest identity rows_in = rows_out + Σ dropped, and the parquet agrees
+  row_accounting        lineage-record identity rows_in = rows_out + Σ dropped, and the parquet agrees
   schema                the parquet has the canonical schema of its kind
 """
 
 
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +14,7 @@ import dagster as dg
 import pyarrow as pa
 
 from assets.common import BENCHMARKS, CORPORA, CURATED, WorkTimer, key, upstream_path
-from dagster_project.recipe import Recipe
+from spec.recipe import Recipe
 
 
 def _read(context, asset_key: dg.AssetKey) -> tuple[Path, pa.Table]:
@@ -55,15 +54,17 @@ def _overlap_check(recipe: Recipe, asset_key: dg.AssetKey, timer: WorkTimer) -> 
 
 
 def _accounting_check(asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
+    from curation.versioning import read_dataset_record
+
     @dg.asset_check(asset=asset_key, name="row_accounting", blocking=True,
                     description="rows_in = rows_out + Σ dropped, and the parquet holds rows_out rows.")
     def row_accounting(context) -> dg.AssetCheckResult:
         folder, table = _read(context, asset_key)
-        manifest = json.loads((folder / "manifest.json").read_text())
-        dropped = sum(manifest["dropped"].values())
-        ok = manifest["rows_in"] == manifest["rows_out"] + dropped and table.num_rows == manifest["rows_out"]
+        record = read_dataset_record(folder)
+        dropped = sum(record["dropped"].values())
+        ok = record["rows_in"] == record["rows_out"] + dropped and table.num_rows == record["rows_out"]
         return dg.AssetCheckResult(passed=ok, metadata={
-            "rows_in": manifest["rows_in"], "rows_out": manifest["rows_out"], "dropped": dropped,
+            "rows_in": record["rows_in"], "rows_out": record["rows_out"], "dropped": dropped,
             "parquet_rows": table.num_rows})
 
     return row_accounting

@@ -4,21 +4,19 @@ paths are found, and how library results become Dagster metadata.
 Every asset writes its output under `$CASCADE_HOME/<kind>/<asset>/<version>/` and reports
 that folder as the `path` metadata of its materialization; a downstream asset reads the
 upstream folder from the latest materialization in the Dagster instance, and the lineage
-records (manifest.json / lineage.json) carry the same paths so audits work without Dagster.
+records (lineage.json, one writer: spec.lineage) carry the same paths so audits work without Dagster.
 """
 
 
-import hashlib
-import json
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 import dagster as dg
 
-from dagster_project.recipe import REPO_ROOT, cascade_home
+from spec.paths import cascade_home
 
 # Asset key prefixes (groups in the UI).
 SOURCES, BENCHMARKS, CURATED, CORPORA, CHECKPOINTS, EVALS = (
@@ -32,34 +30,6 @@ def data_root() -> Path:
 
 def checkpoint_root() -> Path:
     return cascade_home() / "checkpoints"
-
-
-def stable_hash(value: Any, length: int = 16) -> str:
-    """blake2b over canonical JSON: the same config always gives the same version."""
-    blob = json.dumps(value, sort_keys=True, default=str, separators=(",", ":")).encode()
-    return hashlib.blake2b(blob, digest_size=16).hexdigest()[:length]
-
-
-_CODE_HASHES: dict[tuple[str, ...], str] = {}
-
-
-def code_hash(*packages: str) -> str:
-    """Hash of the source files of the given packages: editing the library makes its
-    assets stale, exactly as editing their recipe config does."""
-    key = tuple(sorted(packages))
-    if key not in _CODE_HASHES:
-        h = hashlib.blake2b(digest_size=8)
-        for pkg in key:
-            for f in sorted((REPO_ROOT / pkg).rglob("*.py")):
-                h.update(str(f.relative_to(REPO_ROOT)).encode())
-                h.update(f.read_bytes())
-        _CODE_HASHES[key] = h.hexdigest()
-    return _CODE_HASHES[key]
-
-
-def code_version(packages: Sequence[str], config: Any) -> str:
-    """Dagster code_version of an asset: library code + the recipe slice it depends on."""
-    return f"{code_hash(*packages)}-{stable_hash(config, 8)}"
 
 
 def key(prefix: str, name: str) -> dg.AssetKey:
@@ -99,19 +69,19 @@ def preview_markdown(rows: list[dict[str, Any]], limit: int = 5, width: int = 60
     return "\n".join(out)
 
 
-def dataset_metadata(manifest: dict[str, Any], preview: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def dataset_metadata(record: dict[str, Any], preview: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Row counts, drop reasons and a preview: what a user checks first in the UI."""
-    folder = Path(manifest["path"])
+    folder = Path(record["path"])
     folder = folder.parent if folder.suffix == ".parquet" else folder
     meta: dict[str, Any] = {
         "path": dg.MetadataValue.path(str(folder)),
-        "data_version": manifest["data_version"],
-        "rows_in": manifest["rows_in"],
-        "rows_out": manifest["rows_out"],
-        "dagster/row_count": manifest["rows_out"],
-        "dropped": dg.MetadataValue.json(manifest.get("dropped", {})),
-        "rows_dropped": sum(manifest.get("dropped", {}).values()),
-        "inputs": dg.MetadataValue.json(manifest.get("inputs", [])),
+        "data_version": record["data_version"],
+        "rows_in": record["rows_in"],
+        "rows_out": record["rows_out"],
+        "dagster/row_count": record["rows_out"],
+        "dropped": dg.MetadataValue.json(record.get("dropped", {})),
+        "rows_dropped": sum(record.get("dropped", {}).values()),
+        "inputs": dg.MetadataValue.json(record.get("inputs", [])),
     }
     if preview is not None:
         meta["preview"] = dg.MetadataValue.md(preview_markdown(preview))

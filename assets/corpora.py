@@ -14,10 +14,11 @@ import dagster as dg
 import pyarrow as pa
 
 from assets.common import (
-    BENCHMARKS, CHECKPOINTS, CORPORA, CURATED, SOURCES, WorkTimer, code_version, data_root,
-    dataset_metadata, key, upstream_path, upstream_ref,
+    BENCHMARKS, CHECKPOINTS, CORPORA, CURATED, SOURCES, WorkTimer, data_root, dataset_metadata, key,
+    upstream_path, upstream_ref,
 )
-from dagster_project.recipe import Recipe, RLStageSpec, SFTStageSpec
+from spec.hashing import code_version
+from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
 CURATION_CODE = ("curation",)
 
@@ -38,7 +39,7 @@ def token_counter(model_dir: Path):
 
 def _materialize(out, table: pa.Table) -> dg.MaterializeResult:
     return dg.MaterializeResult(data_version=dg.DataVersion(out.data_version),
-                                metadata=dataset_metadata(out.manifest, table.slice(0, 5).to_pylist()))
+                                metadata=dataset_metadata(out.record, table.slice(0, 5).to_pylist()))
 
 
 def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefinition:

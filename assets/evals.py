@@ -16,14 +16,12 @@ from typing import Any
 import dagster as dg
 
 from assets.checkpoints import checkpoint_chain
-from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, cascade_home, code_hash, key, stable_hash, upstream_path, upstream_ref
+from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, cascade_home, key, upstream_path, upstream_ref
 from assets.plots import matrix_markdown, matrix_plot_markdown
-from dagster_project.recipe import Recipe
-
-STAGE_DOMAIN = {"rlhf": "rm", "if": "ifeval", "math": "math", "code": "code", "swe": "swe"}
-DOMAIN_REWARD = {"math": "math", "ifeval": "ifeval", "code": "code", "swe": "swe", "rm": "rm"}
-DOMAIN_KIND = {"math": "math", "ifeval": "if", "code": "code", "swe": "swe", "rm": "rlhf"}
-
+from spec.hashing import code_hash, stable_hash
+from spec.kinds import kind_for_eval_domain, stage_kind
+from spec.lineage import make_record, write_record
+from spec.recipe import Recipe
 
 def eval_root() -> Path:
     return cascade_home() / "evals"
@@ -46,19 +44,23 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
     import pyarrow.parquet as pq
 
     from curation.prompts import eval_rows
-    from rewards.registry import get_reward
+    from rewards.registry import get_reward, needs_reward_model
     from trainer.evaluate import EvalSet
 
     sets = {}
     for bench in recipe.benchmarks:
-        if not bench.eval_domain or (bench.eval_domain == "rm" and not rm_path):
+        if not bench.eval_domain:
+            continue
+        kind = kind_for_eval_domain(bench.eval_domain)
+        needs_rm = needs_reward_model(kind.eval_reward)
+        if needs_rm and not rm_path:
             continue
         table = pq.read_table(upstream_path(context, key(BENCHMARKS, f"bench_{bench.name}")) / "data.parquet")
         if bench.eval_limit:
             table = table.slice(0, bench.eval_limit)
-        rows = eval_rows(table, DOMAIN_KIND[bench.eval_domain], bench.name)
-        options = {"model_path": rm_path} if bench.eval_domain == "rm" else {}
-        sets[bench.eval_domain] = EvalSet(table=rows, reward=get_reward(DOMAIN_REWARD[bench.eval_domain], **options))
+        rows = eval_rows(table, kind.name, bench.name)
+        options = {"model_path": rm_path} if needs_rm else {}
+        sets[bench.eval_domain] = EvalSet(table=rows, reward=get_reward(kind.eval_reward, **options))
     return sets
 
 
@@ -90,9 +92,8 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
         report = {d: {m: {**c, "score": 100 * c["score"], "stderr": 100 * c["stderr"]} for m, c in by.items()}
                   for d, by in raw.items()}
         out.mkdir(parents=True, exist_ok=True)
-        (out / "lineage.json").write_text(json.dumps({
-            "asset": f"eval_{stage}", "data_version": version, "path": str(out), "code_version": code, "inputs": refs}, indent=2))
         report_path.write_text(json.dumps(report, indent=2))
+        write_record(out, make_record(f"eval_{stage}", version, out, code, refs, kind="eval"))
     return version, out, json.loads(report_path.read_text())
 
 
@@ -130,6 +131,8 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str]) -> dg.AssetsDefinition
         (out / "forgetting.json").write_text(json.dumps({"domains": domains, "checkpoints": stages, "scores": scores}, indent=2))
         table = matrix_markdown(domains, stages, scores)
         (out / "forgetting.md").write_text(table + "\n")
+        write_record(out, make_record("forgetting_matrix", version, out, code_hash("assets"),
+                                      [upstream_ref(context, k) for k in eval_keys], kind="eval"))
         return dg.MaterializeResult(
             data_version=dg.DataVersion(version),
             metadata={"path": dg.MetadataValue.path(str(out)), "data_version": version,
@@ -186,5 +189,7 @@ def build_eval_assets(recipe: Recipe, timer: WorkTimer) -> tuple[list, list]:
     for rl in recipe.rl_stages:
         parent = dict(chain)[rl.name]
         checks.append(_no_forgetting_check(recipe, rl.name, parent, list(earlier), timer))
-        earlier.append(STAGE_DOMAIN[rl.kind])
+        own = stage_kind(rl.kind).eval_domain
+        if own and own not in earlier:
+            earlier.append(own)
     return assets, checks

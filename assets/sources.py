@@ -7,30 +7,18 @@ downstream stale; nothing else has to be told.
 """
 
 
-import hashlib
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 import dagster as dg
 
-from assets.common import BENCHMARKS, SOURCES, WorkTimer, code_version, data_root, dataset_metadata, key
-from dagster_project.recipe import BenchmarkSpec, Recipe, SourceSpec
+from assets.common import BENCHMARKS, SOURCES, WorkTimer, data_root, dataset_metadata, key
+from spec.hashing import code_version, file_digest
+from spec.data import BenchmarkSpec, SourceSpec
+from spec.recipe import Recipe
 
 CURATION_CODE = ("curation",)
 warnings.filterwarnings("ignore", message=".*observable_source_asset.*")
-
-
-def file_digest(path: Path) -> str:
-    """Content hash of a file or of every file in a folder (HF datasets are folders)."""
-    h = hashlib.blake2b(digest_size=16)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
 
 
 def ensure_file(recipe: Recipe, spec: SourceSpec | BenchmarkSpec) -> Path:
@@ -135,7 +123,7 @@ def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> d
 def _result(out, table) -> dg.MaterializeResult:
     return dg.MaterializeResult(
         data_version=dg.DataVersion(out.data_version),
-        metadata=dataset_metadata(out.manifest, table.slice(0, 5).to_pylist()),
+        metadata=dataset_metadata(out.record, table.slice(0, 5).to_pylist()),
     )
 
 

@@ -39,7 +39,7 @@ Data flow, one module per step:
                    the two shingle sets against the threshold.
     versioning.py  `content_hash` (blake2b over canonical column bytes, column order
                    independent, never polars' unstable hash) and `write_versioned`:
-                   `<root>/<asset>/<data_version>/data.parquet` + `manifest.json`, written
+                   `<root>/<asset>/<data_version>/data.parquet` + `lineage.json`, written
                    to a temporary folder and renamed, never overwritten, reused when the
                    content already exists; the row-accounting identity is enforced.
     cli.py         `cascade decontam` (the streaming decontamination as a command).

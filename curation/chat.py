@@ -1,4 +1,4 @@
-"""ChatML formatting shared by curation and the trainer (PAPER.md, "Chat template").
+"""ChatML formatting shared by curation, rewards and the trainer (docs/cascade_rl.md#chat-template-and-reasoning-modes).
 
 One renderer for every producer of model input: SFT rows are rendered here, the trainer
 renders RL prompts with `prompt_messages` + `render_messages`, and the tokenizer's chat
@@ -32,9 +32,8 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 
 from curation.schemas import SFT_SCHEMA
-from rewards.base import final_text
+from spec.train import DEFAULT_SYSTEM
 
-DEFAULT_SYSTEM = "You are a helpful and harmless assistant."
 MODES = ("think", "no_think")
 MODE_SUFFIX = {"think": " /think", "no_think": " /no_think"}
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -48,6 +47,19 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+
+
+def final_text(completion: str) -> str:
+    """The part of a completion that is scored: the text after the last `</think>`.
+
+    >>> final_text("<think>2+2 is 4</think>The answer is \\\\boxed{4}")
+    'The answer is \\\\boxed{4}'
+    >>> final_text("no reasoning block")
+    'no reasoning block'
+    """
+    idx = completion.rfind(THINK_CLOSE)
+    return completion[idx + len(THINK_CLOSE):].strip() if idx >= 0 else completion.strip()
+
 
 Message = dict[str, str]
 

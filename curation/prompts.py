@@ -1,11 +1,12 @@
 """RL prompt sets per stage, carrying the columns their verifiers read (RL_SCHEMA).
 
-Per stage kind (the recipe's `rl_stages[].kind`):
+Per stage kind (the recipe's `rl_stages[].kind`; source domains and required columns come from
+the stage-kind registry, `spec.kinds`):
 - rlhf: chat or preference prompts (`prompt`; multi-turn prompts stay JSON turns);
 - if: `prompt`, `instruction_id_list`, `kwargs`;
 - math: `prompt`, `answer` (math or science rows);
 - code: `prompt`, `tests`;
-- swe: SWE instances split by the PAPER.md rule (`curation.swe`); the RL side becomes
+- swe: SWE instances split by the paper's rule (docs/cascade_rl.md#swe-data-split, `curation.swe`); the RL side becomes
   `prompt` (issue + code context, `curation.swe.swe_prompt`), `golden_patch`, `code_context`.
 
 Disjointness follows the data flow: a prompt that appears in any SFT corpus of the
@@ -16,7 +17,7 @@ stages do not overlap. Other drop reasons: `missing_<column>`, `duplicate_prompt
 `swe_to_sft`, `swe:<reason>`, `over_cap` (beyond `max_prompts`).
 
 Modes: after a seeded shuffle, rows get `modes[i % len(modes)]`, so every batch of
-consecutive prompts is half thinking, half non-thinking (PAPER: RLHF batches).
+consecutive prompts is half thinking, half non-thinking (docs/cascade_rl.md#hyperparameters-per-stage: RLHF batches).
 
 Accounting: rows_in = input rows = rows_out + Σ dropped.
 """
@@ -34,15 +35,8 @@ from curation.chat import MODE_SUFFIX, MODES, parse_conversation
 from curation.schemas import RL_SCHEMA, SourceTable
 from curation.swe import SweSplitConfig, split_swe, swe_prompt
 from curation.text import normalize
+from spec.kinds import stage_kind
 
-# Stage kind -> (allowed source domains, RL columns that must be present).
-KIND_COLUMNS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
-    "rlhf": (frozenset({"chat", "preference"}), ()),
-    "if": (frozenset({"instruction"}), ("instruction_id_list", "kwargs")),
-    "math": (frozenset({"math", "science"}), ("answer",)),
-    "code": (frozenset({"code"}), ("tests",)),
-    "swe": (frozenset({"swe"}), ("golden_patch", "code_context")),
-}
 _RL_COLUMNS = [f.name for f in RL_SCHEMA]
 
 
@@ -55,7 +49,7 @@ class PromptSetConfig:
     """Settings of one RL stage's prompt set."""
 
     kind: str
-    """Stage kind: rlhf | if | math | code | swe."""
+    """A registered RL stage kind (spec.kinds): rlhf | if | math | code | swe | ..."""
     modes: Sequence[str] = MODES
     """Reasoning modes assigned alternately (one mode: every prompt gets it)."""
     max_prompts: int | None = None
@@ -132,16 +126,13 @@ def rl_prompt_set(
     return build_prompt_set(config.stage or config.kind, sources, config, sft_prompt_keys(exclude_sft), exclude_rl)
 
 
-KIND_DOMAIN = {"rlhf": "chat", "if": "instruction", "math": "math", "code": "code", "swe": "swe"}
-
-
 def eval_rows(table: pa.Table, kind: str, name: str = "eval", modes: Sequence[str] = MODES) -> pa.Table:
     """A held-out canonical table (benchmark asset) -> RL_SCHEMA rows in input order.
 
     Nothing is filtered (eval sets are decontamination targets, not corpora); `mode`
     alternates like a prompt set, and evaluators that run every mode ignore it.
     """
-    domain = "swe" if "issue" in table.column_names else KIND_DOMAIN[kind]
+    domain = "swe" if "issue" in table.column_names else stage_kind(kind).domain
     rows = []
     for i, row in enumerate(table.to_pylist()):
         row.setdefault("row_id", f"{name}-{i}")
@@ -162,9 +153,8 @@ def build_prompt_set(
     `sft_keys`: `sft_prompt_keys` of every SFT corpus of the recipe. `earlier`: earlier
     RL stages' prompt sets by stage name, in cascade order.
     """
-    if config.kind not in KIND_COLUMNS:
-        raise ValueError(f"unknown stage kind {config.kind!r} (known: {sorted(KIND_COLUMNS)})")
-    domains, needed = KIND_COLUMNS[config.kind]
+    kind = stage_kind(config.kind)  # raises for an unregistered kind
+    domains, needed = kind.source_domains, kind.prompt_columns
     earlier_keys = [(name, {prompt_key(p) for p in t.column("prompt").to_pylist()}) for name, t in (earlier or {}).items()]
     sft_keys = sft_keys or set()
     dropped: dict[str, int] = {}

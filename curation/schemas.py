@@ -86,8 +86,6 @@ DOMAIN_SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 
-DOMAINS = tuple(DOMAIN_SCHEMAS)
-
 # Formatted SFT rows (output of chat formatting, input of the SFT trainer).
 SFT_SCHEMA = pa.schema(
     [

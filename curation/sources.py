@@ -12,6 +12,10 @@ and a `datasets` row are judged the same way. Value rules, per canonical field t
 * strings that cannot be encoded as UTF-8 (lone surrogates) are `undecodable_text`.
 
 Blank jsonl lines are not rows. `rows_in == table.num_rows + sum(dropped.values())` always.
+
+File formats are readers in `READERS` (name -> fn(path, split, limit) yielding (object, reason
+if unreadable, raw text)); adding a format is one reader plus `register_reader(name, fn)`, and
+the recipe loader accepts every registered name for `sources[].format`.
 """
 
 from __future__ import annotations
@@ -21,14 +25,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curation.schemas import DOMAIN_SCHEMAS
 
-FORMATS = ("jsonl", "parquet", "hf")
 JSON_FIELDS = frozenset({"tests", "kwargs", "tools"})
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -138,6 +141,29 @@ def _row_records(rows: Iterator[dict[str, Any]], limit: int | None) -> Iterator[
         yield row, None, json.dumps(row, ensure_ascii=False, default=str)
 
 
+def _parquet_records(path: Path, split: str | None, limit: int | None) -> Iterator[tuple[Any, str | None, str]]:
+    table = pq.read_table(path)
+    return _row_records(iter(table.slice(0, limit).to_pylist()), limit)
+
+
+def _hf_records(path: Path | str, split: str | None, limit: int | None) -> Iterator[tuple[Any, str | None, str]]:
+    return _row_records(_hf_rows(path, split), limit)
+
+
+Reader = Callable[[Any, "str | None", "int | None"], Iterator[tuple[Any, "str | None", str]]]
+READERS: dict[str, Reader] = {
+    "jsonl": lambda path, split, limit: _jsonl_records(Path(path), limit),
+    "parquet": _parquet_records,
+    "hf": _hf_records,  # a `datasets` folder (save_to_disk) or, online, a hub name
+}
+"""Source file format -> reader."""
+
+
+def register_reader(name: str, reader: Reader) -> None:
+    """Make `format: <name>` read sources with `reader(path, split, limit)`."""
+    READERS[name] = reader
+
+
 def _hf_rows(path: Path | str, split: str | None) -> Iterator[dict[str, Any]]:
     import datasets  # heavy: only for `hf` sources
 
@@ -172,16 +198,9 @@ def load_source(
     unknown = set(columns) - set(schema.names)
     if unknown:
         raise ValueError(f"columns maps unknown canonical fields {sorted(unknown)} for domain {domain!r}")
-    path = Path(path) if format != "hf" else path
-    if format == "jsonl":
-        records = _jsonl_records(Path(path), limit)
-    elif format == "parquet":
-        table = pq.read_table(path)
-        records = _row_records(iter(table.slice(0, limit).to_pylist()), limit)
-    elif format == "hf":
-        records = _row_records(_hf_rows(path, split), limit)
-    else:
-        raise ValueError(f"unknown format {format!r} (known: {FORMATS})")
+    if format not in READERS:
+        raise ValueError(f"unknown format {format!r} (known: {sorted(READERS)})")
+    records = READERS[format](path, split, limit)
     rows, bad = [], []
     dropped: dict[str, int] = {}
     rows_in = 0

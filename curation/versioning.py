@@ -1,5 +1,8 @@
 """Content-addressed dataset versions: `<root>/<asset>/<data_version>/data.parquet`.
 
+Beside the data, `lineage.json` (written by `spec.lineage.write_record`, the one writer of
+lineage records) holds the version, inputs, code version, config and row accounting.
+
 A dataset's version is a digest of its content, not of the run that produced it, so
 Dagster staleness follows data: rematerializing to identical rows reuses the existing
 folder, and a changed row makes a new folder beside the old one (nothing is overwritten).
@@ -17,13 +20,14 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from spec.lineage import LINEAGE_FILE, input_ref, make_record, read_record, write_record
 
 _FORMAT = b"cascade-content-v1"
 DIGEST_BYTES = 16
@@ -84,8 +88,8 @@ class Versioned:
     """The `data.parquet` file."""
     data_version: str
     """Content hash; the folder name and Dagster's DataVersion."""
-    manifest: dict[str, Any]
-    """The manifest.json written beside the data (the existing one when reused)."""
+    record: dict[str, Any]
+    """The lineage record written beside the data (the existing one when reused)."""
 
     @property
     def folder(self) -> Path:
@@ -94,12 +98,11 @@ class Versioned:
 
 def _input_record(item: Any) -> dict[str, Any]:
     if isinstance(item, Versioned):
-        return {"asset": item.manifest.get("asset"), "data_version": item.data_version, "path": str(item.path)}
+        return input_ref(item.record["asset"], item.data_version, item.path)
     record = dict(item)
     if "asset" not in record or "data_version" not in record:
         raise ValueError(f"an input needs `asset` and `data_version`: {record}")
-    record.setdefault("path", None)
-    return record
+    return input_ref(record["asset"], record["data_version"], record.get("path"))
 
 
 def _write_extra(folder: Path, name: str, value: Any) -> None:
@@ -148,20 +151,11 @@ def write_versioned(
         raise ValueError(f"bad asset name {asset!r}")
     data_version = content_hash(table)
     folder = Path(root) / asset / data_version
-    if (folder / "manifest.json").exists():
-        return Versioned(folder / "data.parquet", data_version, read_manifest(folder))
-    manifest = {
-        "asset": asset,
-        "data_version": data_version,
-        "path": str(folder / "data.parquet"),
-        "rows_in": int(rows_in),
-        "rows_out": table.num_rows,
-        "dropped": dropped,
-        "inputs": [_input_record(i) for i in inputs],
-        "code_version": code_version,
-        "config": dict(config),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    if (folder / LINEAGE_FILE).exists():
+        return Versioned(folder / "data.parquet", data_version, read_dataset_record(folder))
+    record = make_record(asset, data_version, folder / "data.parquet", code_version,
+                         [_input_record(i) for i in inputs], kind="dataset", rows_in=int(rows_in),
+                         rows_out=table.num_rows, dropped=dropped, config=dict(config))
     # Write everything in a private folder, then rename: readers never see half a version.
     tmp = folder.parent / f".tmp-{data_version}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
@@ -169,25 +163,23 @@ def write_versioned(
         pq.write_table(table, tmp / "data.parquet")
         for name, value in (extra_files or {}).items():
             _write_extra(tmp, name, value)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        write_record(tmp, record)
         try:
             os.rename(tmp, folder)
         except OSError:
-            if not (folder / "manifest.json").exists():
+            if not (folder / LINEAGE_FILE).exists():
                 raise
             shutil.rmtree(tmp)  # a concurrent writer produced the same version first
-            return Versioned(folder / "data.parquet", data_version, read_manifest(folder))
+            return Versioned(folder / "data.parquet", data_version, read_dataset_record(folder))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Versioned(folder / "data.parquet", data_version, manifest)
+    return Versioned(folder / "data.parquet", data_version, record)
 
 
-def read_manifest(path: Path | str) -> dict[str, Any]:
-    """The manifest of a version, given its folder, its data.parquet or its manifest.json."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "manifest.json"
-    elif path.name != "manifest.json":
-        path = path.parent / "manifest.json"
-    return json.loads(path.read_text())
+def read_dataset_record(path: Path | str) -> dict[str, Any]:
+    """The lineage record of a version, given its folder, its data.parquet or its lineage.json."""
+    record = read_record(path)
+    if record is None:
+        raise FileNotFoundError(f"no {LINEAGE_FILE} for the dataset at {path}")
+    return record

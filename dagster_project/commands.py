@@ -38,7 +38,7 @@ def get_instance():
     """The project's Dagster instance (`$DAGSTER_HOME`, default `$CASCADE_HOME/dagster`)."""
     import dagster as dg
 
-    from dagster_project.recipe import cascade_home
+    from spec.paths import cascade_home
 
     # Dagster insists on an absolute DAGSTER_HOME.
     home = Path(os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
@@ -129,7 +129,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_lineage(args: argparse.Namespace) -> int:
     from assets.common import latest_metadata
-    from dagster_project.lineage import lineage_tree, render_tree
+    from spec.lineage import lineage_tree, render_tree
 
     recipe, defs, _ = _context(args.recipe)
     asset_key = resolve_key(defs, args.asset)

@@ -5,9 +5,11 @@ What is here and why
 - `base.py`      the contract: `fn(prompts, completions, **columns) -> list[float | None]`,
                  `.version`, `.score()` with a structured `RewardResult` per completion; never
                  raises (infrastructure failures are flagged `infra_error`, not scored as wrong).
-- `registry.py`  `get_reward(name, **options)`: name -> "module:Class" strings, imported only
-                 when asked for, so importing the registry (and `cascade --help`) stays cheap.
-                 `reward_versions(names)` feeds lineage records.
+- `registry.py`  one entry per built-in reward (where its class lives, the columns it reads,
+                 whether it needs the reward-model checkpoint); `get_reward(name, **options)`
+                 imports it only when asked for and validates the options against the reward's
+                 option model; `CATALOG` lets the recipe loader run the same check at load;
+                 `reward_versions` / `reward_version` feed lineage records.
 - `math.py`      Math RL: the last `\\boxed{...}` (or `\\fbox`, `\\boxed x`) after `</think>`,
                  symbolic equivalence via math-verify. math-verify's own timeout uses
                  `signal.alarm`, which only works in the main thread, so every check runs in a

@@ -36,19 +36,6 @@ class RewardResult:
     """Free text for humans (first failing test, exception message, ...)."""
 
 
-def final_text(completion: str) -> str:
-    """The part of a completion that is scored: the text after the last `</think>`.
-
-    >>> final_text("<think>2+2 is 4</think>The answer is \\\\boxed{4}")
-    'The answer is \\\\boxed{4}'
-    >>> final_text("no reasoning block")
-    'no reasoning block'
-    """
-    marker = "</think>"
-    idx = completion.rfind(marker)
-    return completion[idx + len(marker):].strip() if idx >= 0 else completion.strip()
-
-
 def completion_text(completion: Any) -> str:
     """Accept TRL's conversational completions ([{"role", "content"}]) as well as strings."""
     if isinstance(completion, str):

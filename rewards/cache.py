@@ -20,9 +20,6 @@ from typing import Any, Sequence
 
 from rewards.base import Reward, RewardResult
 
-# Rewards whose per-completion score depends on the other completions of the batch.
-BATCH_DEPENDENT = {"ifeval_rm"}
-
 
 def _digest(value: Any) -> str:
     data = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()
@@ -48,7 +45,8 @@ class CachedReward(Reward):
 
     @property
     def batch_dependent(self) -> bool:
-        return self.inner.name in BATCH_DEPENDENT or bool(getattr(self.inner, "batch_dependent", False))
+        # A reward whose per-completion score depends on the other completions of its batch says so.
+        return bool(getattr(self.inner, "batch_dependent", False))
 
     def score(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[RewardResult]:
         if self.batch_dependent:

@@ -8,14 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# Columns each reward reads, besides `completion` (and the optional `prompt`).
-REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "math": ("answer",),
-    "ifeval": ("instruction_id_list", "kwargs"),
-    "code": ("tests",),
-    "swe": ("golden_patch",),
-}
-OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"swe": ("code_context",)}
+from rewards.registry import REWARDS
+
+# The verifiers (rewards that need no reward-model checkpoint) and the columns each reads.
+VERIFIERS = sorted(name for name, entry in REWARDS.items() if not entry.needs_reward_model)
 
 HELP = """\
 Score completions with a verifier. Input: JSON lines, one row per completion, with
@@ -41,7 +37,7 @@ its reward's columns gets reward 0 and reason `missing_column:<name>`.
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("verify", help="score completions with a reward (jsonl in, jsonl out)",
                                    description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("reward", choices=sorted(REQUIRED_COLUMNS), metavar="REWARD", help="math | ifeval | code | swe")
+    parser.add_argument("reward", choices=VERIFIERS, metavar="REWARD", help=" | ".join(VERIFIERS))
     parser.add_argument("--input", required=True, type=Path, help="input JSON lines")
     parser.add_argument("--output", required=True, type=Path, help="output JSON lines")
     parser.add_argument("--batch-size", type=int, default=256, help="completions per reward call")
@@ -81,11 +77,12 @@ def verify_rows(reward_name: str, rows: list[dict[str, Any]], batch_size: int = 
         from rewards.cache import cached
 
         reward = cached(reward, cache)
-    columns = REQUIRED_COLUMNS[reward_name] + OPTIONAL_COLUMNS.get(reward_name, ())
+    entry = REWARDS[reward_name]
+    columns = entry.columns + entry.optional_columns
     out = [dict(row) for row in rows]
     ready = []
     for row in out:
-        missing = _missing(row, REQUIRED_COLUMNS[reward_name])
+        missing = _missing(row, entry.columns)
         if missing:
             row["reward"], row["reason"] = 0.0, f"missing_column:{missing}"
         else:

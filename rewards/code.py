@@ -58,7 +58,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from rewards.base import Reward, RewardResult, final_text
+from curation.chat import final_text
+from rewards.base import Reward, RewardResult
 from sandboxes import SandboxJob, SandboxLimits, SandboxPool, SandboxResult
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)

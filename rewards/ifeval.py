@@ -42,7 +42,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
-from rewards.base import Reward, RewardResult, final_text
+from curation.chat import final_text
+from rewards.base import Reward, RewardResult
 from rewards.ifeval_checks import INSTRUCTIONS, BadKwargs
 
 _VERSION = "1"
@@ -143,7 +144,8 @@ class IFEvalReward(Reward):
 
     name = "ifeval"
 
-    def __init__(self, mode: str = "strict", level: str = "prompt", config: IFEvalConfig | None = None) -> None:
+    def __init__(self, mode: Literal["strict", "loose"] = "strict", level: Literal["prompt", "instruction"] = "prompt",
+                 config: IFEvalConfig | None = None) -> None:
         self.config = config or IFEvalConfig(mode=mode, level=level)  # type: ignore[arg-type]
 
     @property
@@ -215,9 +217,10 @@ class IFEvalRMReward(Reward):
     """
 
     name = "ifeval_rm"
+    batch_dependent = True  # the RM part is normalised over the batch: never cached per completion
 
     def __init__(self, scorer: Scorer | None = None, model_path: str | None = None,
-                 mode: str = "strict", config: IFEvalConfig | None = None) -> None:
+                 mode: Literal["strict", "loose"] = "strict", config: IFEvalConfig | None = None) -> None:
         if scorer is None and model_path is None:
             raise ValueError("IFEvalRMReward needs a scorer callable or a reward model_path")
         self._if = IFEvalReward(config=IFEvalConfig(mode=(config.mode if config else mode), level="prompt"))  # type: ignore[arg-type]

@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rewards.base import Reward, RewardResult, final_text
+from curation.chat import final_text
+from rewards.base import Reward, RewardResult
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _DELIMITERS = ("$", "\\(", "\\[", "\\boxed", "\\fbox")

@@ -21,31 +21,19 @@ import hashlib
 import json
 import math
 import unicodedata
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from rewards.base import Reward, RewardResult, final_text
+from curation.chat import final_text
+from rewards.base import Reward, RewardResult
+from spec.train import RMSettings
 
 
-@dataclass
-class RMConfig:
-    """Bradley–Terry reward-model training settings."""
+class RMConfig(RMSettings):
+    """Bradley–Terry reward-model training settings (the recipe's `reward_model.train`) plus the seed."""
 
-    learning_rate: float = 1e-5
-    """AdamW learning rate."""
-    epochs: int = 1
-    """Passes over the preference table."""
-    batch_size: int = 8
-    """Preference pairs per optimiser step."""
-    max_length: int = 1024
-    """Token budget per rendered (prompt, response); longer texts keep their end."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
     seed: int = 0
     """Seed for head initialisation and shuffling."""
-    max_steps: int | None = None
-    """Stop after this many optimiser steps (None: run all epochs)."""
 
 
 def render(prompt: Any, response: str) -> str:
@@ -153,7 +141,7 @@ def train_reward_model(base_model_dir: str | Path, preference_table: Any, output
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     (output_dir / "rm_training.json").write_text(json.dumps(
-        {"config": asdict(config), "pairs": len(rows), "steps": len(losses), "losses": losses,
+        {"config": config.model_dump(mode="json"), "pairs": len(rows), "steps": len(losses), "losses": losses,
          "train_accuracy": correct / max(1, seen)}, indent=1))
     return output_dir
 

@@ -20,8 +20,9 @@ import re
 import threading
 from typing import Any, Callable, Protocol
 
+from curation.chat import final_text
 from curation.patches import ParsedPatch, lexical_similarity, patch_is_noop, try_parse_patch
-from rewards.base import Reward, RewardResult, final_text
+from rewards.base import Reward, RewardResult
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _RAW_START_RE = re.compile(r"^(diff --git |--- )", re.MULTILINE)

@@ -7,7 +7,7 @@ depend on trainer.stage / trainer.loop, never the reverse.
 Adding a backend:
   1. write one module with `run(kind: str, config) -> StageResult` (kind is "sft" or "grpo";
      trainer.stage has already refused to overwrite a finished output_dir). Most backends build a
-     `trainer.backends.base.Backend` subclass and hand it to `trainer.loop.execute`, as
+     `trainer.backend_api.Backend` subclass and hand it to `trainer.loop.execute`, as
      trainer/backends/torch_backend.py does;
   2. register it with one line, here in BACKENDS or from your own code:
        register_backend("mine", "my_package.my_backend:run")
@@ -16,13 +16,12 @@ A new name must also be accepted by the `backend` field of the stage configs (tr
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from trainer.stage import StageResult
+from spec.entry_points import check_target, import_target
 
-StageRunner = Callable[[str, Any], "StageResult"]
+StageRunner = Callable[[str, Any], Any]
+"""`run(kind, config) -> trainer.stage.StageResult` (not imported: the stage contract imports this module)."""
 
 BACKENDS: dict[str, str] = {
     "torch": "trainer.backends.torch_backend:run",
@@ -33,15 +32,11 @@ BACKENDS: dict[str, str] = {
 
 def register_backend(name: str, entry_point: str) -> None:
     """Make `backend: name` run `entry_point` ("package.module:function"); replaces an existing name."""
-    module, sep, function = entry_point.partition(":")
-    if not (module and sep and function):
-        raise ValueError(f"backend entry point must be 'module:function', got {entry_point!r}")
-    BACKENDS[name] = entry_point
+    BACKENDS[name] = check_target(entry_point)
 
 
 def backend_runner(name: str) -> StageRunner:
     """The `run(kind, config) -> StageResult` function of backend `name`, imported now."""
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
-    module, _, function = BACKENDS[name].partition(":")
-    return getattr(importlib.import_module(module), function)
+    return import_target(BACKENDS[name])

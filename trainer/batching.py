@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainer.backends.base import Backend
+    from trainer.backend_api import Backend
 
 
 def build_batch(rows: list[list[tuple[list[int], list[bool]]]], pad_id: int) -> dict[str, Any]:

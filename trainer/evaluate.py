@@ -32,8 +32,6 @@ MODES = ("think", "no_think")
 # The rollout engines sample; at this temperature the softmax is one-hot in fp32, so sampling is
 # argmax decoding (exact ties aside, and those are resolved by the fixed seed).
 GREEDY_TEMPERATURE = 1e-6
-# Eval domain -> rewards.registry name (ifeval is prompt-level strict accuracy).
-DOMAIN_REWARDS = {"math": "math", "ifeval": "ifeval", "code": "code", "swe": "swe", "rm": "rm"}
 # Reward columns passed to verifiers (everything in RL_SCHEMA except the prompt itself).
 REWARD_COLUMNS = ("answer", "tests", "instruction_id_list", "kwargs", "golden_patch", "code_context")
 
@@ -71,15 +69,17 @@ class EvalScore:
 
 def eval_set_from_parquet(path: str | os.PathLike, domain: str, limit: int | None = None,
                           **reward_options: Any) -> EvalSet:
-    """Read an eval table and attach the domain's reward from rewards.registry (`rm` needs model_path)."""
+    """Read an eval table and attach the reward that scores `domain` (its stage kind's eval reward;
+    `rm` needs model_path)."""
     import pyarrow.parquet as pq
 
     from rewards.registry import get_reward
+    from spec.kinds import kind_for_eval_domain
 
     table = pq.read_table(path)
     if limit is not None:
         table = table.slice(0, limit)
-    return EvalSet(table, get_reward(DOMAIN_REWARDS[domain], **reward_options))
+    return EvalSet(table, get_reward(kind_for_eval_domain(domain).eval_reward, **reward_options))
 
 
 def render_prompts(prompts: Sequence[str], mode: str) -> list[str]:

@@ -9,14 +9,13 @@ move the weights, computes each prompt once for all its trained completions
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
 import threading
 import time
 from typing import Any
 
-from trainer.backends.base import check_finite
+from trainer.backend_api import check_finite
 from trainer.batching import build_group_batch, target_logprobs
 from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout
@@ -24,15 +23,19 @@ from trainer.rollout import HFRolloutEngine, Rollout
 _ZERO_STD = 1e-6  # below this a group's rewards count as equal (no signal)
 
 
-def resolve_reward(name: str, options: dict[str, Any]) -> Any:
-    """A registry name (rewards.registry) or a `module:attr` path to a Reward class/instance."""
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        obj = getattr(importlib.import_module(module), attr)
-        return obj(**options) if isinstance(obj, type) else obj
-    from rewards.registry import get_reward
+def load_rewards(specs: list[Any]) -> tuple[list[Any], list[float], list[dict[str, Any]]]:
+    """(reward objects, weights, lineage records) of a stage's typed reward specs.
 
-    return get_reward(name, **options)
+    Names resolve through rewards.registry (built-ins, or `module:attr` plug-ins); every record
+    carries the reward's version (its own, or a hash of its source code) so lineage names the
+    exact reward code that scored the stage.
+    """
+    from rewards.registry import get_reward, reward_version
+
+    rewards = [get_reward(s.name, **s.options) for s in specs]
+    records = [{"name": s.name, "version": reward_version(r), "weight": s.weight, "options": dict(s.options)}
+               for s, r in zip(specs, rewards)]
+    return rewards, [s.weight for s in specs], records
 
 
 def _score_now(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list]) -> tuple[list[float | None], int]:
@@ -106,8 +109,7 @@ class GRPOTrainer:
         prompts = load_prompt_set(config, tokenizer)
         self.rows, self.prompt_ids, self.modes = prompts.rows, prompts.token_ids, prompts.modes
         self.skipped_long = prompts.skipped_long
-        self.rewards = [resolve_reward(n, config.reward_options.get(n, {})) for n in config.rewards]
-        self.weights = config.reward_weights or [1.0] * len(self.rewards)
+        self.rewards, self.weights, self._reward_records = load_rewards(config.rewards)
         self.total_steps, self.warmup_steps = config.max_steps, config.warmup_steps
         self.order = prompts.order(config)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -144,9 +146,7 @@ class GRPOTrainer:
                 "retired_prompts": len(self.order.retired)}
 
     def reward_records(self) -> list[dict[str, Any]]:
-        return [{"name": n, "version": str(getattr(r, "version", "unknown")), "weight": w,
-                 "options": self.config.reward_options.get(n, {})}
-                for n, r, w in zip(self.config.rewards, self.rewards, self.weights)]
+        return self._reward_records
 
     # -- one step ---------------------------------------------------------------------------
 
@@ -163,7 +163,7 @@ class GRPOTrainer:
         columns = {k: [self.rows[i].get(k) for i in indices for _ in range(G)]
                    for k in self.rows[0] if k != "prompt"}
         totals = [0.0] * len(texts)
-        for name, reward, weight in zip(self.config.rewards, self.rewards, self.weights):
+        for name, reward, weight in zip([s.name for s in self.config.rewards], self.rewards, self.weights):
             scores, failures = score_reward(reward, prompts, texts, columns, self.config.reward_timeout_s)
             metrics.setdefault(f"reward/{name}", []).extend(s for s in scores if s is not None)
             metrics.setdefault(f"reward_failures/{name}", []).append(failures)

@@ -1,60 +1,48 @@
-"""lineage.json: what produced a checkpoint, enough to audit it without Dagster.
+"""The lineage record of a trained checkpoint, through the one writer (`spec.lineage`).
 
-It names the parent checkpoint (and the parent's own lineage version, so the tree back to the
-base model can be walked), the dataset version (the curation manifest's `data_version`, else a
-content hash of the file), every reward with its code version, the full config and its hash,
-seed, library versions and git commit. `version` hashes the inputs that determine the result.
+A checkpoint has one version. Launched by the platform, the stage config carries the asset's
+lineage keys (`config.lineage`: asset, data_version, code_version, inputs) and the record uses
+them as they are. Run by hand (`cascade train`), the version hashes what determines the result
+(the parent's version, the dataset version, every reward's code version, the config hash) with
+the same `stable_hash`, and the inputs name the parent checkpoint and the dataset.
+
+Besides the common keys the record holds the trainer kind, backend, parent and dataset, the
+rewards with their versions, the full config and its hash, seed, library versions, the git
+commit and the run summary: enough to audit a checkpoint without Dagster.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import platform
 import subprocess
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-LINEAGE_FILE = "lineage.json"
+from spec.hashing import file_digest, stable_hash
+from spec.lineage import LINEAGE_FILE, input_ref, make_record, read_record
+
+__all__ = ["LINEAGE_FILE", "build_lineage", "read_lineage"]
 _LIBRARIES = ("torch", "transformers", "tokenizers", "deepspeed", "trl", "accelerate", "pyarrow", "numpy")
 
 
-def file_hash(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def dataset_version(path: str | Path) -> dict[str, Any]:
-    """{path, version, source}: manifest.json's data_version beside the parquet, else a file hash."""
+def dataset_ref(path: str | Path) -> dict[str, Any]:
+    """The dataset as a lineage input: its record's asset and version, else a content hash."""
     path = Path(path)
-    manifest = path.parent / "manifest.json"
-    if manifest.exists():
-        try:
-            version = json.loads(manifest.read_text()).get("data_version")
-            if version:
-                return {"path": str(path), "version": str(version), "source": "manifest"}
-        except (OSError, json.JSONDecodeError):
-            pass
-    return {"path": str(path), "version": file_hash(path) if path.exists() else None, "source": "content_hash"}
+    record = read_record(path) if path.exists() else None
+    if record and record.get("data_version"):
+        return input_ref(record.get("asset") or path.parent.name, record["data_version"], path)
+    return input_ref(path.name, file_digest(path) if path.exists() else "missing", path)
 
 
-def parent_record(policy: str | Path) -> dict[str, Any]:
-    """The input checkpoint and, if it has one, its lineage version."""
+def parent_ref(policy: str | Path) -> dict[str, Any]:
+    """The input checkpoint as a lineage input: its record's version, else a hash of its weights."""
     policy = Path(policy)
-    record: dict[str, Any] = {"path": str(policy), "lineage_version": None, "kind": None}
-    lineage = policy / LINEAGE_FILE
-    if lineage.exists():
-        data = json.loads(lineage.read_text())
-        record.update(lineage_version=data.get("version"), kind=data.get("kind"))
-    else:  # a base model: identify it by its weights
-        weights = policy / "model.safetensors"
-        record["weights_hash"] = file_hash(weights) if weights.exists() else None
-    return record
+    record = read_record(policy) if policy.is_dir() else None
+    if record and record.get("data_version"):
+        return input_ref(record.get("asset") or policy.name, record["data_version"], policy)
+    weights = policy / "model.safetensors"
+    return input_ref(policy.name, file_digest(weights) if weights.exists() else "missing", policy)
 
 
 def library_versions() -> dict[str, str | None]:
@@ -82,37 +70,24 @@ def git_commit() -> dict[str, Any]:
 def build_lineage(config: Any, kind: str, rewards: list[dict[str, Any]] | None = None,
                   summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """The lineage record of a stage run (`rewards`: [{name, version, weight, options}])."""
-    parent = parent_record(config.policy)
-    dataset = dataset_version(config.dataset)
+    rewards = rewards or []
+    parent, dataset = parent_ref(config.policy), dataset_ref(config.dataset)
     config_hash = config.config_hash()
-    inputs = {"parent": parent.get("lineage_version") or parent.get("weights_hash"),
-              "dataset": dataset["version"], "rewards": [(r["name"], r["version"]) for r in rewards or []],
-              "config": config_hash}
-    version = hashlib.blake2b(json.dumps(inputs, sort_keys=True).encode(), digest_size=16).hexdigest()
-    return {
-        "version": version,
-        "kind": kind,
-        "backend": config.backend,
-        "parent": parent,
-        "dataset": dataset,
-        "rewards": rewards or [],
-        "config": config.model_dump(mode="json"),
-        "config_hash": config_hash,
-        "seed": config.seed,
-        "libraries": library_versions(),
-        "git": git_commit(),
-        "lineage": dict(config.lineage),
-        "summary": summary or {},
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def write_lineage(output_dir: str | Path, record: dict[str, Any]) -> Path:
-    path = Path(output_dir) / LINEAGE_FILE
-    path.write_text(json.dumps(record, indent=2, sort_keys=False, default=str))
-    return path
+    given = dict(config.lineage)
+    if given.get("data_version"):  # the platform decided this checkpoint's version and inputs
+        asset, version = given.get("asset") or Path(config.output_dir).name, given["data_version"]
+        code_version, inputs = given.get("code_version"), given.get("inputs") or [parent, dataset]
+    else:
+        asset, code_version, inputs = Path(config.output_dir).name, None, [parent, dataset]
+        version = stable_hash({"parent": parent["data_version"], "dataset": dataset["data_version"],
+                               "rewards": [(r["name"], r["version"]) for r in rewards], "config": config_hash}, 32)
+    return make_record(
+        asset, version, config.output_dir, code_version, inputs,
+        kind=kind, backend=config.backend, parent=parent, dataset=dataset, rewards=rewards,
+        config=config.model_dump(mode="json"), config_hash=config_hash, seed=config.seed,
+        libraries=library_versions(), git=git_commit(), summary=summary or {})
 
 
 def read_lineage(folder: str | Path) -> dict[str, Any] | None:
-    path = Path(folder) / LINEAGE_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    """The record of a checkpoint folder, None when the stage has not finished."""
+    return read_record(folder) if Path(folder).is_dir() else None

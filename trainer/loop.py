@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from trainer.lineage import build_lineage, write_lineage
+from spec.lineage import write_record
+from trainer.lineage import build_lineage
 from trainer.metrics import MetricsWriter, format_line
 from trainer.stage import StageResult, result_for
 
@@ -74,7 +75,7 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
             summary["final_metrics"] = {k: v for k, v in metrics.rows[-1].items() if isinstance(v, float)}
         if backend.is_main:
             rewards = trainer.reward_records() if hasattr(trainer, "reward_records") else None
-            write_lineage(out, build_lineage(config, kind, rewards=rewards, summary=summary))
+            write_record(out, build_lineage(config, kind, rewards=rewards, summary=summary))
             shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the finished stage supersedes them
         backend.barrier()
     finally:

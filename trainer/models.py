@@ -11,8 +11,6 @@ import os
 import random
 from pathlib import Path
 
-DEFAULT_SYSTEM = "You are a helpful and harmless assistant."
-
 # ChatML exactly as curation.chat.render_messages renders it (a test checks they agree).
 # No implicit system turn: callers build messages with curation.chat.prompt_messages.
 CHAT_TEMPLATE = (

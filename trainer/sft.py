@@ -15,7 +15,7 @@ import math
 import time
 from typing import Any
 
-from trainer.backends.base import check_finite
+from trainer.backend_api import check_finite
 from trainer.batching import build_batch, target_logprobs
 from trainer.checkpointing import DataOrder
 

@@ -19,7 +19,7 @@ from curation.samples.math import gsm8k_cases
 from curation.schemas import DOMAIN_SCHEMAS, required_fields
 from curation.swe import SweSplitConfig, split_swe
 from curation.text import normalize_words
-from dagster_project.recipe import DEFAULT_RECIPE
+from spec.paths import DEFAULT_RECIPE
 
 SEED = 1234
 
@@ -91,7 +91,7 @@ def test_code_reference_solutions_pass_their_tests():
 
 def test_instruction_responses_satisfy_their_instructions():
     checks = pytest.importorskip("rewards.ifeval_checks")
-    from rewards.base import final_text
+    from curation.chat import final_text
 
     data = good("instruction_sft")
     assert {"punctuation:no_comma", "change_case:english_lowercase", "length_constraints:number_words",

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curation.versioning import content_hash, read_manifest, write_versioned
+from curation.versioning import content_hash, read_dataset_record, write_versioned
 
 _T = pa.table({"row_id": ["a", "b", None], "n": [1, None, 3], "tags": [["x"], [], None]})
 
@@ -37,8 +37,8 @@ def test_write_versioned_layout_and_manifest(tmp_path):
     assert v.path == tmp_path / "raw_demo" / v.data_version / "data.parquet"
     assert pq.read_table(v.path).equals(_T)
     assert pq.read_table(v.folder / "quarantine.parquet").equals(q)
-    m = json.loads((v.folder / "manifest.json").read_text())
-    assert m == read_manifest(v.folder) == read_manifest(v.path) == v.manifest
+    m = json.loads((v.folder / "lineage.json").read_text())
+    assert m == read_dataset_record(v.folder) == read_dataset_record(v.path) == v.record
     assert {k: m[k] for k in ("data_version", "rows_in", "rows_out", "dropped", "code_version", "config", "asset")} == {
         "data_version": v.data_version, "rows_in": 5, "rows_out": 3, "dropped": {"invalid_json": 2},
         "code_version": "c1", "config": {"k": 1}, "asset": "raw_demo",
@@ -49,7 +49,7 @@ def test_write_versioned_layout_and_manifest(tmp_path):
 def test_same_content_reuses_and_new_content_adds_a_version(tmp_path):
     first = _write(tmp_path, _T)
     again = _write(tmp_path, _T.select(["n", "tags", "row_id"]), code_version="c2")
-    assert again.data_version == first.data_version and again.manifest["code_version"] == "c1"
+    assert again.data_version == first.data_version and again.record["code_version"] == "c1"
     changed = _write(tmp_path, _T.slice(1), rows_in=4)
     assert changed.data_version != first.data_version
     assert sorted(p.name for p in (tmp_path / "raw_demo").iterdir()) == sorted([first.data_version, changed.data_version])

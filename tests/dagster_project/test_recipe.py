@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dagster_project.recipe import REPO_ROOT, RecipeError, load_recipe, parse_recipe
+from dagster_project.recipe import RecipeError, load_recipe, parse_recipe
+from spec.paths import REPO_ROOT
 
 RECIPES = sorted((REPO_ROOT / "recipes").glob("*.yaml"))
 
@@ -101,3 +102,56 @@ def test_cli_reports_bad_recipe(tmp_path: Path, default_data: dict) -> None:
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(data))
     assert main(["status", "--recipe", str(path)]) == 2
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("max_steps", "two", "rl_stages.2.train.max_steps"),
+    ("learning_rate", -1e-5, "rl_stages.2.train.learning_rate"),
+    ("prompts_per_step", 0, "rl_stages.2.train.prompts_per_step"),
+    ("lerning_rate", 1e-5, "rl_stages.2.train.lerning_rate"),
+])
+def test_train_blocks_are_typed(default_data: dict, field: str, value: object, where: str) -> None:
+    data = copy.deepcopy(default_data)
+    data["rl_stages"][2]["train"][field] = value
+    assert where in _error(data)
+
+
+def test_every_bad_field_is_reported_at_once(default_data: dict) -> None:
+    data = copy.deepcopy(default_data)
+    data["sft_stages"][0]["train"]["batch_size"] = 0
+    data["reward_model"]["train"]["epochs"] = "one"
+    data["rl_stages"][1]["kind"] = "iff"
+    data["rl_stages"][3]["rewards"] = [{"name": "code", "options": {"timeout": 3}}]
+    msg = _error(data)
+    for where in ("sft_stages.0.train.batch_size", "reward_model.train.epochs", "rl_stages.1.kind",
+                  "rl_stages.3.rewards.0"):
+        assert where in msg, msg
+    assert "unknown stage kind 'iff'" in msg and "timeout" in msg
+
+
+def test_reward_options_are_checked_against_the_reward(default_data: dict) -> None:
+    data = copy.deepcopy(default_data)
+    data["rl_stages"][1]["rewards"] = [{"name": "ifeval", "options": {"mode": "lenient"}}]
+    assert "rl_stages.1.rewards.0" in _error(data) and "'strict' or 'loose'" in _error(data)
+    data["rl_stages"][1]["rewards"] = [{"name": "ifeval", "options": {"mode": "loose"}}]
+    assert parse_recipe(data).rl_stages[1].rewards[0].options == {"mode": "loose"}
+
+
+def test_rewards_default_to_the_kind(default_data: dict) -> None:
+    data = copy.deepcopy(default_data)
+    del data["rl_stages"][2]["rewards"]
+    assert [r.name for r in parse_recipe(data).rl_stages[2].rewards] == ["math"]
+
+
+def test_cli_names_the_bad_field_without_traceback(tmp_path: Path, default_data: dict, capsys) -> None:
+    from dagster_project.cli import main
+
+    data = copy.deepcopy(default_data)
+    data["rl_stages"][0]["train"]["max_steps"] = "two"
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["status", "--recipe", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "rl_stages.0.train.max_steps" in err and "Traceback" not in err
+    assert main(["status", "--recipe", str(tmp_path / "missing.yaml")]) == 2
+    assert "recipe not found" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dagster_project.cli import main
-from dagster_project.recipe import REPO_ROOT
+from spec.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 TINY = str(REPO_ROOT / "recipes" / "tiny.yaml")
@@ -73,7 +73,7 @@ def test_lineage_reaches_raw_sources(cascade: Path, capsys) -> None:
 def test_swap_math_source_reruns_only_downstream(cascade: Path, capsys) -> None:
     from curation.samples import generate
     from dagster_project.commands import get_instance
-    from dagster_project.lineage import tree_diff
+    from spec.lineage import tree_diff
 
     before = _lineage(capsys, "math_rl")
     generate("math_rl", cascade / "samples" / "math_prompts.jsonl", seed=4242)  # a new curated dataset

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.recipe import REPO_ROOT
+from spec.paths import REPO_ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed")]

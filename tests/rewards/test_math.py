@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rewards.base import final_text
+from curation.chat import final_text
 from rewards.math import MathReward, VerifierPool, last_boxed, reference_latex
 
 CASES = [json.loads(line) for line in (Path(__file__).parent / "data" / "math_cases.jsonl").open()]

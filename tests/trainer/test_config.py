@@ -17,7 +17,8 @@ def test_yaml_with_issue_field_names_loads(tmp_path):
         "seed: 7\nbackend: torch\nnum_generations: 4\nprompts_per_step: 2\nmax_new_tokens: 32\n"
         "learning_rate: 2.0e-6\ntemperature: 0.6\nlength_schedule: [[0, 16], [2, 32]]\n")
     cfg = load_config(path, "grpo")
-    assert isinstance(cfg, GRPOConfig) and cfg.rewards == ["math"] and cfg.temperature == 0.6
+    assert isinstance(cfg, GRPOConfig) and [r.name for r in cfg.rewards] == ["math"] and cfg.temperature == 0.6
+    assert cfg.rewards[0].weight == 1.0 and cfg.rewards[0].options == {}
     assert cfg.kl_coef == 0 and cfg.ppo_epochs == 1 and cfg.loss_aggregation == "token"
     assert cfg.adam_betas == (0.9, 0.95) and cfg.overlong_filtering
     assert [cfg.budget_at(s)[0] for s in range(4)] == [16, 16, 32, 32]
@@ -32,8 +33,10 @@ def test_errors_name_every_bad_field(tmp_path):
     assert "max_steps" in text and "bogus" in text and str(path) in text
     with pytest.raises(ConfigError, match="rewards"):
         parse_config(REQUIRED, "grpo")
-    with pytest.raises(ConfigError, match="reward_weights"):
-        parse_config({**REQUIRED, "rewards": ["a", "b"], "reward_weights": [1.0]}, "grpo")
+    with pytest.raises(ConfigError, match="rewards.1.options"):
+        parse_config({**REQUIRED, "rewards": ["a", {"name": "b", "options": "fast"}]}, "grpo")
+    with pytest.raises(ConfigError, match="reward_weights"):  # the three parallel fields are gone
+        parse_config({**REQUIRED, "rewards": ["a"], "reward_weights": [1.0]}, "grpo")
     with pytest.raises(ConfigError, match="schedule"):
         parse_config({**REQUIRED, "rewards": ["a"], "temperature_schedule": [[5, 1.0], [2, 0.8]]}, "grpo")
     with pytest.raises(ConfigError, match="unknown config kind"):

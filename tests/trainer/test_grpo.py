@@ -68,8 +68,8 @@ def test_loss_gradient_matches_naive_policy_gradient(grpo_kwargs, aggregation):
 
 
 def test_grpo_stage_metrics_and_lineage(grpo_kwargs):
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "LengthReward", FAKE + "DigitReward"],
-                                    "reward_weights": [1.0, 0.5], "temperature_schedule": [[1, 0.7]]}))
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "LengthReward", {"name": FAKE + "DigitReward", "weight": 0.5}],
+                                    "temperature_schedule": [[1, 0.7]]}))
     rows = pq.read_table(result.metrics_path).to_pylist()
     assert [r["step"] for r in rows] == [0, 1]
     expected = {"reward_mean", "reward_std", "zero_var_frac", "completion_len_mean", "completion_len_max",

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from trainer.models import CHAT_TEMPLATE, DEFAULT_SYSTEM, TAG_TOKENS, make_tiny_model
+from spec.train import DEFAULT_SYSTEM
+from trainer.models import CHAT_TEMPLATE, TAG_TOKENS, make_tiny_model
 
 
 def _reference_render(messages, add_generation_prompt=False):

@@ -36,7 +36,7 @@ def test_targets_are_exactly_assistant_contents(tok):
 def test_packing_keeps_rows_apart(tiny_model_dir, tok):
     from transformers import AutoModelForCausalLM
 
-    from trainer.backends.base import Backend
+    from trainer.backend_api import Backend
 
     backend = Backend()
     backend.model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
@@ -58,7 +58,7 @@ def test_group_batch_matches_each_completion_alone(tiny_model_dir, tok):
     """A prompt computed once for several completions gives each one its own log-probs."""
     from transformers import AutoModelForCausalLM
 
-    from trainer.backends.base import Backend
+    from trainer.backend_api import Backend
     from trainer.batching import build_group_batch
 
     backend = Backend()
@@ -89,7 +89,7 @@ def test_sft_stage_learns_and_writes_hf_folder(sft_kwargs):
     assert all(m["grad_norm"] > 0 and m["lr"] >= 0 for m in metrics)
     lineage = json.loads(result.lineage_path.read_text())
     assert lineage["kind"] == "sft" and lineage["parent"]["path"] == sft_kwargs["policy"]
-    assert lineage["dataset"]["version"] and lineage["config_hash"] and lineage["libraries"]["torch"]
+    assert lineage["dataset"]["data_version"] and lineage["config_hash"] and lineage["libraries"]["torch"]
 
 
 def test_grad_accumulation_equals_bigger_batch(sft_kwargs, tmp_path):

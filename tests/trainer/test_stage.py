@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trainer.backends.base import NonFiniteLossError
+from trainer.backend_api import NonFiniteLossError
 from trainer.config import SFTConfig
 from trainer.stage import OutputExistsError, run_sft
 
@@ -83,7 +83,7 @@ def test_resume_after_crash_is_bit_identical(sft_kwargs, tmp_path, monkeypatch):
 
 
 def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
-    from trainer.backends.base import native_bf16, resolve_dtype
+    from trainer.backend_api import native_bf16, resolve_dtype
 
     cpu = torch.device("cpu")
     assert resolve_dtype("fp32", cpu) is None and resolve_dtype("bf16", cpu) is torch.bfloat16

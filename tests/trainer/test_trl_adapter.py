@@ -145,7 +145,7 @@ def test_run_grpo_backend_trl_keeps_the_stage_contract(tmp_path, tiny_model_dir)
     lineage = json.loads((out / "lineage.json").read_text())
     assert lineage["backend"] == "trl" and lineage["kind"] == "grpo"
     assert lineage["rewards"][0]["name"] == "math" and lineage["rewards"][0]["version"]
-    assert lineage["dataset"]["version"] and lineage["summary"]["steps"] == 1
+    assert lineage["dataset"]["data_version"] and lineage["summary"]["steps"] == 1
     metrics = pq.read_table(out / "metrics.parquet").to_pylist()
     assert [m["step"] for m in metrics] == [0] and "reward/math/mean" in metrics[0]
     assert any((out / "tb").iterdir()) and not (out / "checkpoints").exists()

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.backends.base import Backend, lr_lambda, make_optimizer, resolve_dtype
+from trainer.backend_api import Backend, lr_lambda, make_optimizer, resolve_dtype
 
 if TYPE_CHECKING:  # ranks import as little as possible before die_with_parent()
     from trainer.stage import StageResult

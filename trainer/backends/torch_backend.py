@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.backends.base import Backend, lr_lambda, make_optimizer, resolve_dtype
+from trainer.backend_api import Backend, lr_lambda, make_optimizer, resolve_dtype
 from trainer.loop import execute
 from trainer.stage import StageResult
 

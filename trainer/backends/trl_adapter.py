@@ -5,7 +5,7 @@ names), same outputs (an HF folder with model.safetensors + tokenizer + chat tem
 from trainer.lineage, metrics.parquet + TensorBoard from trainer.metrics). Only the optimisation
 loop is TRL's. It proves the trainer is pluggable and is the reference the benchmarks compare to.
 
-How our config maps onto TRL 1.16 (PAPER.md's GRPO):
+How our config maps onto TRL 1.16 (the paper's GRPO, docs/cascade_rl.md#grpo-as-used):
   per-device batch = prompts_per_step x G, one generation batch per optimizer step and
   num_iterations = ppo_epochs (1 = strictly on-policy, ratio 1); beta = kl_coef (0: no reference
   model); loss_type "dapo" = sum over every completion token of the batch / their count, which with
@@ -118,7 +118,7 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
     """Our GRPOConfig as TRL 1.16's GRPOConfig (see the module docstring for the mapping)."""
     from trl import GRPOConfig as TRLGRPOConfig
 
-    from trainer.backends.base import native_bf16
+    from trainer.backend_api import native_bf16
 
     bf16 = config.dtype == "bf16" or (config.dtype == "auto" and native_bf16("cpu" if use_cpu else "cuda"))
     return TRLGRPOConfig(
@@ -143,7 +143,7 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
         loss_type="dapo" if config.loss_aggregation == "token" else "grpo",
         scale_rewards="group",
         mask_truncated_completions=config.overlong_filtering,
-        reward_weights=config.reward_weights,
+        reward_weights=[r.weight for r in config.rewards],
         max_steps=config.max_steps,
         seed=config.seed,
         data_seed=config.seed,
@@ -229,14 +229,15 @@ def run_grpo_trl(config: "GRPOConfig") -> Any:
     import shutil
     from pathlib import Path
 
-    from trainer.grpo import resolve_reward
-    from trainer.lineage import build_lineage, write_lineage
+    from trainer.grpo import load_rewards
+    from spec.lineage import write_record
+    from trainer.lineage import build_lineage
     from trainer.metrics import MetricsWriter
     from trainer.stage import result_for
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rewards = [resolve_reward(n, config.reward_options.get(n, {})) for n in config.rewards]
+    rewards, _, records = load_rewards(config.rewards)
     rows, summary = train_with_trl(config, str(out), rewards)
     metrics = MetricsWriter(out, config.tensorboard)
     for row in rows:
@@ -244,10 +245,7 @@ def run_grpo_trl(config: "GRPOConfig") -> Any:
     metrics.close()
     if metrics.rows:
         summary["final_metrics"] = {k: v for k, v in metrics.rows[-1].items() if isinstance(v, float)}
-    weights = config.reward_weights or [1.0] * len(rewards)
-    records = [{"name": n, "version": str(getattr(r, "version", "unknown")), "weight": w,
-                "options": config.reward_options.get(n, {})} for n, r, w in zip(config.rewards, rewards, weights)]
-    write_lineage(out, build_lineage(config, "grpo", rewards=records, summary=summary))
+    write_record(out, build_lineage(config, "grpo", rewards=records, summary=summary))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the finished stage supersedes them
     return result_for(out)
 

