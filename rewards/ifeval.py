@@ -21,14 +21,30 @@ What
 
 Why this shape
 --------------
-- Only the text after the last `</think>` is scored (`base.final_text`), so reasoning
-  cannot satisfy or break a format constraint; the same text goes to the reward model.
+- Only the text after the last `</think>` is scored (`curation.chat.final_text`), so
+  reasoning cannot satisfy or break a format constraint; the same text goes to the reward
+  model. A think block left open (`<think>` with no `</think>` after it: a truncated or
+  unfinished completion) leaves no answer at all, so it scores `empty_response`.
+- Negative constraints ("no commas", "all lowercase", "less than N words") are trivially
+  met by saying nothing, so a response with no content is never paid: after invisible
+  characters (zero-width spaces, joiners, bidi controls, Hangul fillers) are removed, it
+  must hold a letter or a digit, else `empty_response`. The checks also see that visible text, so a
+  zero-width space cannot hide a forbidden word; a fullwidth `，` counts as a comma.
+- A response over `MAX_RESPONSE_CHARS` (20,000 characters, ~3,000 words: far above any
+  IFEval length instruction, which asks for hundreds) scores `response_too_long` without
+  being measured, so a megabyte of padding costs no time; every check is linear below
+  that (about a second at worst, for text made of thousands of one-word sentences).
+- Keyword stuffing (the required keywords repeated) passes keyword instructions, as in
+  IFEval, and nothing else: it cannot meet contradictory instructions (a keyword required
+  and forbidden, "at least 5" and "less than 3"); answer quality is the reward model's
+  part (`IFEvalRMReward`).
 - An unknown instruction id is an infrastructure error (`unknown_instruction`,
   `infra_error=True`, score 0), never a pass: a verifier that skips what it does not
   know rewards anything. Malformed kwargs (missing, unexpected, wrong type) likewise give
   `bad_kwargs`; a row without instructions gives `no_instructions`.
 - Reasons are machine-readable: `correct`, `instruction_not_followed:<id>,<id>`,
-  `empty_response`, plus the errors above. The reward never raises (base class).
+  `empty_response`, `response_too_long`, plus the errors above. The reward never raises
+  (base class).
 - `version` includes mode and level, because they change scores (cache and lineage key
   on it). Checks are pure, deterministic functions (langdetect is seeded).
 - Text measurement (Punkt sentences, words, Treebank tokens, language) lives in
@@ -42,11 +58,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
-from curation.chat import final_text
+from curation.chat import THINK_CLOSE, THINK_OPEN, final_text
 from rewards.base import Reward, RewardResult
 from rewards.ifeval_checks import INSTRUCTIONS, BadKwargs
+from rewards.ifeval_text import has_content, visible_text
 
-_VERSION = "1"
+_VERSION = "2"  # 2: empty/invisible answers, open think blocks, Unicode commas, length cap
+MAX_RESPONSE_CHARS = 20_000
 
 Scorer = Callable[[Sequence[Any], Sequence[str]], Sequence[float]]
 
@@ -65,6 +83,11 @@ class IFEvalConfig:
             raise ValueError(f"mode must be 'strict' or 'loose', got {self.mode!r}")
         if self.level not in ("prompt", "instruction"):
             raise ValueError(f"level must be 'prompt' or 'instruction', got {self.level!r}")
+
+
+def answer_text(completion: str) -> str:
+    """The scored text: after the last `</think>`; empty when a think block is left open."""
+    return "" if completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE) else final_text(completion)
 
 
 class UnknownInstruction(KeyError):
@@ -153,7 +176,7 @@ class IFEvalReward(Reward):
         return f"{_VERSION}-{self.config.mode}-{self.config.level}"
 
     def _score_one(self, prompt: Any, completion: str, row: dict[str, Any]) -> RewardResult:
-        return self.check(final_text(completion), row.get("instruction_id_list"), row.get("kwargs"))
+        return self.check(answer_text(completion), row.get("instruction_id_list"), row.get("kwargs"))
 
     def check(self, response: str, instruction_ids: Any, kwargs: Any) -> RewardResult:
         """Score one already-extracted response against its instructions."""
@@ -165,7 +188,10 @@ class IFEvalReward(Reward):
             return RewardResult(0.0, "bad_kwargs", True, str(err))
         if not bound:
             return RewardResult(0.0, "no_instructions", True, "instruction_id_list is empty or missing")
-        if not response.strip():
+        if len(response) > MAX_RESPONSE_CHARS:
+            return RewardResult(0.0, "response_too_long", detail=f"{len(response)} characters")
+        response = visible_text(response)
+        if not has_content(response):
             return RewardResult(0.0, "empty_response")
         followed = follow_list(response, bound, self.config.mode)
         missed = [iid for (iid, _), ok in zip(bound, followed) if not ok]
@@ -255,7 +281,7 @@ class IFEvalRMReward(Reward):
     def _blend(self, members: list[int], prompts: list[Any], completions: list[str],
                results: list[RewardResult]) -> None:
         group_prompts = [prompts[i] if i < len(prompts) else None for i in members]
-        responses = [final_text(completions[i]) for i in members]
+        responses = [answer_text(completions[i]) for i in members]
         try:
             raw = [float(s) for s in self.scorer()(group_prompts, responses)]
             if len(raw) != len(members) or not all(math.isfinite(s) for s in raw):

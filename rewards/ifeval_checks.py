@@ -13,7 +13,12 @@ Deliberate differences from the reference, all on inputs it mishandles:
   differs (or crashes) for strings with regex metacharacters, e.g. `C++`;
 - `nth_paragraph` outside 1..num_paragraphs, negative counts, a `letter` that is not one
   non-space character and an unknown relation are errors (the reference re-randomises or
-  raises).
+  raises);
+- `no_comma` refuses every Unicode comma (`COMMAS`), not only the ASCII one: a fullwidth
+  `，` reads as a comma and must not dodge the instruction.
+Every check runs in linear time: the reference's regexes for placeholders, bullet lists and
+titles backtrack quadratically on inputs like `[[[[...`, a run of newlines or `<<<<...`;
+here they are rewritten to find the same matches in one pass.
 """
 
 from __future__ import annotations
@@ -217,7 +222,26 @@ def nth_paragraph_first_word(text: str, num_paragraphs: int, nth_paragraph: int,
 @_register("detectable_content:number_placeholders", num_placeholders=_count)
 def number_placeholders(text: str, num_placeholders: int) -> bool:
     """At least `num_placeholders` square-bracket placeholders such as `[address]`."""
-    return len(re.findall(r"\[.*?\]", text)) >= num_placeholders
+    return count_placeholders(text) >= num_placeholders
+
+
+def count_placeholders(text: str) -> int:
+    """Matches of IFEval's `\\[.*?\\]` in linear time (the regex is quadratic on `[[[[...`):
+    the first `[` of a stretch pairs with the next `]` on its line, then the scan resumes.
+
+    >>> count_placeholders("[a] [b [c]\\n[d"), count_placeholders("[" * 5)
+    (2, 0)
+    """
+    count = 0
+    for line in text.split("\n"):
+        start = line.find("[")
+        while start >= 0:
+            end = line.find("]", start + 1)
+            if end < 0:
+                break
+            count += 1
+            start = line.find("[", end + 1)
+    return count
 
 
 @_register("detectable_content:postscript", postscript_marker=_text)
@@ -237,9 +261,12 @@ def postscript(text: str, postscript_marker: str) -> bool:
 
 @_register("detectable_format:number_bullet_lists", num_bullets=_count)
 def number_bullet_lists(text: str, num_bullets: int) -> bool:
-    """Exactly `num_bullets` markdown bullet lines (`* item` or `- item`)."""
-    stars = re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)
-    dashes = re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
+    """Exactly `num_bullets` markdown bullet lines (`* item` or `- item`).
+
+    IFEval's `^\\s*` may run over blank lines before a bullet, which counts the same bullets
+    but is quadratic on a long run of newlines; `[^\\S\\n]*` stays on the bullet's line."""
+    stars = re.findall(r"^[^\S\n]*\*[^\*].*$", text, flags=re.MULTILINE)
+    dashes = re.findall(r"^[^\S\n]*-.*$", text, flags=re.MULTILINE)
     return len(stars) + len(dashes) == num_bullets
 
 
@@ -281,8 +308,16 @@ def json_format(text: str) -> bool:
 
 @_register("detectable_format:title")
 def title(text: str) -> bool:
-    """A non-empty single-line title in double angular brackets, `<<like this>>`."""
-    return any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", text))
+    """A non-empty single-line title in double angular brackets, `<<like this>>`.
+
+    IFEval's greedy `<<[^\\n]+>>` matches, per line, from the first `<<` to the last `>>`
+    (at least one character between); found here with find/rfind, since the regex is
+    quadratic on a long line of `<<<<...`."""
+    for line in text.split("\n"):
+        start, end = line.find("<<"), line.rfind(">>")
+        if start >= 0 and end >= start + 3 and line[start:end + 2].lstrip("<").rstrip(">").strip():
+            return True
+    return False
 
 
 # combination ---------------------------------------------------------------------------
@@ -343,8 +378,15 @@ def english_lowercase(text: str) -> bool:
 
 # punctuation ---------------------------------------------------------------------------
 
+# Every Unicode punctuation mark named COMMA (fullwidth `，`, ideographic `、`, Arabic `،`, ...),
+# plus `‚` (U+201A, a quotation mark drawn as a comma): "no commas" is about what the reader sees.
+COMMAS = frozenset(",\u201a\u055d\u060c\u07f8\u1363\u1802\u1808\u2e32\u2e34\u2e41\u2e49\u2e4c\u3001\ua4fe\ua60d"
+                   "\ua6f5\ufe10\ufe11\ufe50\ufe51\uff0c\uff64\U0001144d\U0001145a\U00016e97\U0001da87")
+
+
 @_register("punctuation:no_comma")
 def no_comma(text: str) -> bool:
-    """No ASCII comma anywhere."""
-    return "," not in text
+    """No comma anywhere: the ASCII comma or any Unicode comma (`COMMAS`; IFEval checks
+    only the ASCII one, which a fullwidth `，` would dodge)."""
+    return COMMAS.isdisjoint(text)
 

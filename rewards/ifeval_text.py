@@ -25,6 +25,35 @@ import threading
 from typing import Any
 
 _WORD = re.compile(r"\w+")
+# Unicode's Default_Ignorable_Code_Point characters (Unicode 14) plus the other format (Cf)
+# characters: zero-width spaces and joiners, bidi controls, the soft hyphen, BOM, variation
+# selectors, tags, and the Hangul fillers, which are letters that render as nothing.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]+")
+_CONTENT = re.compile(r"[^\W_]")
+
+
+def visible_text(text: str) -> str:
+    """`text` without invisible format characters, so a zero-width space cannot hide a
+    forbidden word (`b\\u200bad`) or split one word into two.
+
+    >>> visible_text("b\u200bad\u2060 word")
+    'bad word'
+    """
+    return _INVISIBLE.sub("", text)
+
+
+def has_content(text: str) -> bool:
+    """Whether `text` has a letter or a digit (in any script): whitespace, punctuation or
+    invisible characters alone are no answer.
+
+    >>> has_content(" \u200b ... "), has_content("42"), has_content("北京")
+    (False, True, True)
+    """
+    return _CONTENT.search(visible_text(text)) is not None
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,7 +111,9 @@ def count_capital_words(text: str) -> int:
     >>> count_capital_words("HERE there are THREE FUlly CAPITAL words.")
     3
     """
-    return sum(1 for tok in word_tokens(text) if tok.isupper())
+    sentences, words = _nltk_tokenizers()  # word_tokens, skipping sentences without a capital
+    return sum(1 for sent in sentences.tokenize(text) if any(map(str.isupper, sent))
+               for tok in words.tokenize(sent) if tok.isupper())
 
 
 _LANG_LOCK = threading.Lock()

@@ -1,8 +1,26 @@
-"""Math RL reward: the last boxed answer after `</think>`, checked for symbolic equivalence.
+"""Math RL reward: the boxed answer after `</think>`, checked for symbolic equivalence.
 
-Binary: 1.0 when the last `\\boxed{...}` (also `\\fbox{...}` and `\\boxed x`) of the final
-text is equivalent to the reference under math-verify, else 0.0. No "last number in the
-text" fallback: it would reward guessing.
+Binary: 1.0 when the boxed answer (`\\boxed{...}`, also `\\fbox{...}` and `\\boxed x`) of
+the final text is equivalent to the reference under math-verify, else 0.0. No "last number in
+the text" fallback: it would reward guessing. Guarantees (a policy optimises what this pays):
+- Only the text after the last `</think>` counts. A think block left open (`<think>` with
+  no `</think>` after it) has no final text: `no_boxed_answer`, never a box from the
+  reasoning. A truncated last box is no answer either.
+- One answer: several boxes pay only when every distinct one is equivalent to the reference
+  (`x = \\boxed{1/2} = \\boxed{0.5}`); a disagreeing box makes it `multiple_answers`, as
+  do more than `MAX_DISTINCT_BOXES` distinct boxes (unchecked), so hedging with
+  `\\boxed{1}...\\boxed{9}` never covers the answer. Boxes differing only in whitespace are
+  one; empty boxes (a format note's `\\boxed{}`) are ignored unless nothing else is boxed.
+- No paying for the question: when the prompt is given, a boxed expression with an operator
+  (`2^{10}`, `\\binom{10}{3}`, `(x+1)^2`) copied from the prompt scores
+  `restates_question` unless it is written exactly as the reference; math-verify would
+  otherwise evaluate the question for the model. Bare values (`3`, `\\frac{1}{2}`,
+  `\\sqrt{2}`) are never flagged, so multiple-choice answers still pay.
+- Bounded cost: a final text over `MAX_ANSWER_CHARS` scores `answer_too_long` unparsed;
+  extraction is linear; expressions built to hang sympy (`9^{9^{9^9}}`, `10^{10^{10}}!`,
+  thousands of nested braces) end as `timeout` (score 0) within the per-check limit.
+- Equivalence is math-verify's: `\\text{3}` and `3\\text{ cm}` pay for 3, `2x+1` pays for
+  `y = 2x+1`, `x` does not pay for `x = 5`, infinities or NaN never equal a finite value.
 
 math-verify bounds its own work with `signal.alarm`, which only works in a process's main
 thread (trainers and Dagster call rewards from worker threads). So every check runs in a
@@ -24,13 +42,45 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from curation.chat import final_text
+from curation.chat import THINK_CLOSE, THINK_OPEN, final_text, parse_conversation
 from rewards.base import Reward, RewardResult
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_TOKEN_RE = re.compile(r"[^\s${}]+")
+_BRACE_RE = re.compile(r"[{}]")
 _DELIMITERS = ("$", "\\(", "\\[", "\\boxed", "\\fbox")
+MAX_DISTINCT_BOXES = 4
+MAX_ANSWER_CHARS = 200_000
+# An operator between operands, or an operation command: the expression is not yet a value.
+_UNEVALUATED_RE = re.compile(r"(?<=[\w})\]|])\s*[-+*^!]|\\(?:cdot|times|div|[dt]?binom|choose|sum|prod|int|lim"
+                             r"|log|ln|exp|sin|cos|tan|sec|csc|cot|arcsin|arccos|arctan|gcd|lcm|max|min)(?![A-Za-z])")
+_SQUASH_RE = re.compile(r"\s+|\$|[{}]|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[,;:! ]")
+
+
+def _boxes_from_last(text: str) -> Iterator[str | None]:
+    """Content of every box, last first; None for an unterminated one. Braces are matched
+    in one linear pass (`\\{` and `\\}` are escaped, not braces)."""
+    matches = list(_BOX_RE.finditer(text))
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for brace in _BRACE_RE.finditer(text, matches[0].end() if matches else len(text)):
+        j = brace.start()
+        if text[j - 1] != "\\":
+            if text[j] == "{":
+                stack.append(j)
+            elif stack:
+                closing[stack.pop()] = j
+    for match in reversed(matches):
+        i = match.end()
+        while i < len(text) and text[i] == " ":
+            i += 1
+        if i < len(text) and text[i] == "{":
+            yield text[i + 1:closing[i]].strip() if i in closing else None
+        else:
+            token = _TOKEN_RE.match(text, i)  # `\boxed 7$`: one token
+            yield token.group(0) if token else None
 
 
 def last_boxed(text: str) -> str | None:
@@ -43,24 +93,61 @@ def last_boxed(text: str) -> str | None:
     >>> last_boxed(r"$\\boxed 7$"), last_boxed("no box"), last_boxed(r"\\boxed{\\frac{1}{2}")
     ('7', None, None)
     """
-    matches = list(_BOX_RE.finditer(text))
-    if not matches:
-        return None
-    i = matches[-1].end()
-    while i < len(text) and text[i] == " ":
-        i += 1
-    if i < len(text) and text[i] == "{":
-        depth = 0
-        for j in range(i, len(text)):
-            if text[j] == "{" and text[j - 1] != "\\":
-                depth += 1
-            elif text[j] == "}" and text[j - 1] != "\\":
-                depth -= 1
-                if depth == 0:
-                    return text[i + 1 : j].strip()
-        return None
-    token = re.match(r"[^\s${}]+", text[i:])  # `\boxed 7$`: one token
-    return token.group(0) if token else None
+    return next(_boxes_from_last(text), None)
+
+
+def answer_text(completion: str) -> str:
+    """The scored text: after the last `</think>`; empty when a think block is left open."""
+    return "" if completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE) else final_text(completion)
+
+
+def final_boxes(text: str, limit: int = MAX_DISTINCT_BOXES) -> list[str] | None:
+    """The distinct boxed answers of `text`, last first (at most `limit` + 1 of them); None
+    when nothing is boxed or the last box is unterminated. Linear: the scan stops past
+    `limit` distinct boxes (nested boxes are all distinct, so deep nesting stops early).
+
+    >>> final_boxes(r"\\boxed{1} or \\boxed{ 2 } or \\boxed{2}"), final_boxes(r"\\boxed{1} \\boxed{2")
+    (['2', '1'], None)
+    >>> final_boxes(r"format: \\boxed{}. So \\boxed{4}"), final_boxes(r"\\boxed{}")
+    (['4'], [''])
+    """
+    seen: dict[str, str] = {}
+    for n, content in enumerate(_boxes_from_last(text)):
+        if content is None and n == 0:
+            return None  # a truncated last box: no final answer
+        if content is not None:
+            seen.setdefault(re.sub(r"\s+", "", content), content)
+            if len(seen) - ("" in seen) > limit:
+                break
+    return ([content for key, content in seen.items() if key] or [""]) if seen else None
+
+
+def restates_question(boxed: str, prompt: Any, reference: str) -> bool:
+    """Whether `boxed` is an unevaluated expression copied from the prompt (not the reference).
+
+    >>> restates_question("2^{10}", "What is $2^{10}$?", "1024"), restates_question("1024", "What is $2^{10}$?", "1024")
+    (True, False)
+    >>> restates_question(r"\\frac{1}{2}", r"Pick one: (A) $\\frac{1}{2}$ (B) $\\frac{1}{3}$", "1/2")
+    False
+    """
+    text = _prompt_text(prompt)
+    if not text or not _UNEVALUATED_RE.search(boxed):
+        return False
+    squashed = _squash(boxed)
+    return bool(squashed) and squashed in _squash(text) and squashed != _squash(reference)
+
+
+def _squash(latex: str) -> str:
+    return _SQUASH_RE.sub("", latex).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        turns = parse_conversation(prompt)
+        return "\n".join(t["content"] for t in turns) if turns else prompt
+    if isinstance(prompt, list):
+        return "\n".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in prompt)
+    return "" if prompt is None else str(prompt)
 
 
 def reference_latex(answer: str) -> str:
@@ -190,7 +277,7 @@ class MathReward(Reward):
     """
 
     name = "math"
-    version = "1"
+    version = "2"  # 2: multiple_answers, restates_question, open think blocks, answer_too_long
 
     def __init__(self, timeout_s: float = 5.0, workers: int | None = None, pool: VerifierPool | None = None):
         """`timeout_s`: per-check limit; `workers`: verifier processes (default: min(4, cores))."""
@@ -205,23 +292,43 @@ class MathReward(Reward):
         if answers is None:
             return [RewardResult(0.0, "missing_column:answer", True) for _ in completions]
         results: list[RewardResult | None] = [None] * len(completions)
-        tasks: dict[tuple[str, str], list[int]] = {}  # dedupe: G rollouts often agree
+        pending: dict[int, list[tuple[str, str]]] = {}  # completion -> its checks (deduped: G rollouts agree)
         for i, completion in enumerate(completions):
             answer = answers[i] if isinstance(answers, (list, tuple)) else answers
             if answer is None or not str(answer).strip():
                 results[i] = RewardResult(0.0, "missing_reference", True)
                 continue
-            boxed = last_boxed(final_text(completion))
-            if boxed is None:
-                results[i] = RewardResult(0.0, "no_boxed_answer")
-                continue
-            tasks.setdefault((reference_latex(str(answer)), f"\\boxed{{{boxed}}}"), []).append(i)
-        keys = list(tasks)
-        for key, (reason, detail) in zip(keys, self.pool.map(keys) if keys else []):
-            result = RewardResult(1.0 if reason == "correct" else 0.0, reason, reason in _INFRA_REASONS, detail)
-            for i in tasks[key]:
-                results[i] = result
+            text = answer_text(completion)
+            boxes = final_boxes(text) if len(text) <= MAX_ANSWER_CHARS else None
+            if len(text) > MAX_ANSWER_CHARS:
+                results[i] = RewardResult(0.0, "answer_too_long", detail=f"{len(text)} characters")
+            elif boxes is None:
+                left_open = completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE)
+                results[i] = RewardResult(0.0, "no_boxed_answer", detail="think block left open" if left_open else None)
+            elif len(boxes) > MAX_DISTINCT_BOXES:
+                results[i] = RewardResult(0.0, "multiple_answers", detail=f"over {MAX_DISTINCT_BOXES} distinct boxes")
+            elif any(restates_question(b, prompts[i] if i < len(prompts) else None, str(answer)) for b in boxes):
+                results[i] = RewardResult(0.0, "restates_question")
+            else:
+                pending[i] = [(reference_latex(str(answer)), f"\\boxed{{{b}}}") for b in reversed(boxes)]
+        keys = list(dict.fromkeys(key for checks in pending.values() for key in checks))
+        verdicts = dict(zip(keys, self.pool.map(keys) if keys else []))
+        for i, checks in pending.items():
+            results[i] = _combine([verdicts[key] for key in checks])
         return [r for r in results if r is not None]
+
+
+def _combine(verdicts: list[tuple[str, str | None]]) -> RewardResult:
+    """One result from the verdicts of a completion's distinct boxes: all must be correct."""
+    if len(verdicts) == 1:
+        reason, detail = verdicts[0]
+        return RewardResult(1.0 if reason == "correct" else 0.0, reason, reason in _INFRA_REASONS, detail)
+    if all(reason == "correct" for reason, _ in verdicts):
+        return RewardResult(1.0, "correct", detail=f"{len(verdicts)} equivalent boxed answers")
+    for reason, detail in verdicts:
+        if reason in _INFRA_REASONS and reason != "timeout":  # a bad reference or a crash is ours
+            return RewardResult(0.0, reason, True, detail)
+    return RewardResult(0.0, "multiple_answers", detail=",".join(reason for reason, _ in verdicts))
 
 
 # Our failures, not the model's: a bad reference, a crashed or stuck verifier.

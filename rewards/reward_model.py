@@ -13,6 +13,20 @@ position ids from the mask, so a left-padded row scores as it would unpadded.
 Texts are ChatML (`curation.chat.render_messages`) of the prompt and the response's final
 text (after `</think>`): the paper scores the answer, not the reasoning. Truncation keeps
 the end of a long text, where the pooled token is.
+
+`RMReward`'s guarantees (a policy optimises whatever the reward model pays for):
+- The reasoning is never scored. A think block left open (`<think>` with no `</think>`
+  after it) has no final text: the scorer sees an empty response, so praise written into
+  unfinished reasoning earns nothing.
+- Language mixing gets the batch minimum − 10 (`language_mixing`). Scripts are counted on
+  what a reader sees: NFKC first (fullwidth `ｔｈｅ` is Latin), invisible format characters
+  (zero-width spaces, joiners) and combining marks never split a word, so they cannot
+  inflate one script's share; inside code and `$math$` spans only Latin is ignored
+  (identifiers, variables), so wrapping Chinese in backticks does not hide it.
+- Echoing the prompt gets the batch minimum − 10 too (`repeats_prompt`): a response
+  whose words are the last user turn's words, once or repeated, and nothing else (prompts
+  of at least 5 words; a short "hi" may be echoed). Reward models are known to rate such
+  echoes unpredictably; anything more than the echo is left to the reward model.
 """
 
 from __future__ import annotations
@@ -20,11 +34,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from curation.chat import final_text
+from curation.chat import MODE_SUFFIX, THINK_CLOSE, THINK_OPEN, final_text
 from rewards.base import Reward, RewardResult
 from spec.train import RMSettings
 
@@ -36,10 +51,19 @@ class RMConfig(RMSettings):
     """Seed for head initialisation and shuffling."""
 
 
+def answer_text(completion: str) -> str:
+    """The scored text: after the last `</think>`; empty when a think block is left open."""
+    return "" if completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE) else final_text(completion)
+
+
 def render(prompt: Any, response: str) -> str:
     """ChatML text the reward model reads: the user turn(s) and the response's final text."""
     from curation.chat import render_messages
 
+    return render_messages([*_messages(prompt), {"role": "assistant", "content": answer_text(response)}])
+
+
+def _messages(prompt: Any) -> list[dict[str, Any]]:
     if isinstance(prompt, str):
         try:  # a canonical prompt may be a JSON conversation
             decoded = json.loads(prompt)
@@ -50,7 +74,30 @@ def render(prompt: Any, response: str) -> str:
         messages = list(prompt)
     else:
         messages = [{"role": "user", "content": "" if prompt is None else str(prompt)}]
-    return render_messages([*messages, {"role": "assistant", "content": final_text(response)}])
+    return messages
+
+
+_WORDS_RE = re.compile(r"[^\W_]+")
+
+
+def repeats_prompt(prompt: Any, response: str, min_words: int = 5) -> bool:
+    """Whether `response`'s words are the last user turn's words, once or more, and nothing
+    else (case, punctuation and spacing aside); prompts under `min_words` words never match.
+
+    >>> q = "Name three rivers of Europe, please."
+    >>> repeats_prompt(q, "name three rivers of europe please"), repeats_prompt(q, "The Danube, Rhine and Loire.")
+    (True, False)
+    """
+    users = [m for m in _messages(prompt) if isinstance(m, dict) and m.get("role", "user") == "user"]
+    content = str(users[-1].get("content", "")) if users else ""
+    for suffix in MODE_SUFFIX.values():
+        content = content.removesuffix(suffix)
+    asked = _WORDS_RE.findall(unicodedata.normalize("NFKC", content).casefold())
+    if len(asked) < min_words:
+        return False
+    visible = "".join(ch for ch in response if unicodedata.category(ch) != "Cf")  # no zero-width dodge
+    said = _WORDS_RE.findall(unicodedata.normalize("NFKC", visible).casefold())
+    return bool(said) and len(said) % len(asked) == 0 and said == asked * (len(said) // len(asked))
 
 
 def _load_tokenizer(path: str | Path, max_length: int):
@@ -179,27 +226,41 @@ _SCRIPTS = ("LATIN", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "CYRILLIC", "ARABI
 _SCRIPT_GROUP = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK"}  # Japanese mixes these with kanji
 
 
+_SPANS_RE = re.compile(r"```.*?(```|$)|`[^`]*`|\$[^$]*\$", re.DOTALL)
+
+
 def script_shares(text: str) -> dict[str, float]:
-    """Share of each script among the words of `text`, outside code blocks and `$math$`.
+    """Share of each script among the words of `text` (Latin inside code and `$math$` spans
+    is not counted: identifiers and variables are no language).
 
     Units are comparable across scripts: a run of letters of one alphabetic script is one
-    word, each CJK character is one (a Chinese character carries about a word).
+    word, each CJK character is one (a Chinese character carries about a word). The text is
+    NFKC-normalised, and invisible format characters and combining marks continue a run.
     """
-    import re
-
-    text = re.sub(r"```.*?(```|$)|`[^`]*`|\$[^$]*\$", " ", text, flags=re.DOTALL)
+    text = unicodedata.normalize("NFKC", text)
     counts: dict[str, int] = {}
+    start = 0
+    for span in _SPANS_RE.finditer(text):
+        _count_scripts(text[start:span.start()], counts)
+        _count_scripts(span.group(0), counts, skip="LATIN")
+        start = span.end()
+    _count_scripts(text[start:], counts)
+    total = sum(counts.values())
+    return {k: v / total for k, v in counts.items()} if total else {}
+
+
+def _count_scripts(text: str, counts: dict[str, int], skip: str | None = None) -> None:
     previous = None
     for ch in text:
         script = None
         if ch.isalpha():
             name = unicodedata.name(ch, "UNKNOWN").split(" ")[0]
-            script = _SCRIPT_GROUP.get(name, name) if name in _SCRIPTS else None
+            script = _SCRIPT_GROUP.get(name, name) if name in _SCRIPTS and name != skip else None
+        elif (category := unicodedata.category(ch)) == "Cf" or category[0] == "M":
+            continue  # zero-width characters and combining marks do not end a word
         if script is not None and (script == "CJK" or script != previous):
             counts[script] = counts.get(script, 0) + 1
         previous = script
-    total = sum(counts.values())
-    return {k: v / total for k, v in counts.items()} if total else {}
 
 
 def mixes_languages(text: str, min_share: float = 0.1) -> bool:
@@ -217,22 +278,25 @@ class RMReward(Reward):
     """RLHF reward: the reward model's score of the final text (registry name `rm`).
 
     With `language_penalty` (the paper's default), a completion that mixes scripts gets the
-    batch minimum − 10, so the score depends on the batch (`batch_dependent`).
+    batch minimum − 10; with `echo_penalty`, so does one that only repeats the prompt. Either
+    makes the score depend on the batch (`batch_dependent`).
     """
 
     name = "rm"
 
     def __init__(self, model_path: str | Path | None = None, language_penalty: bool = True,
-                 min_share: float = 0.1, batch_size: int = 8, scorer: Any = None):
-        """`model_path`: saved RM; `scorer`: any `(prompts, responses) -> scores` instead."""
+                 min_share: float = 0.1, batch_size: int = 8, scorer: Any = None, echo_penalty: bool = True):
+        """`model_path`: saved RM; `scorer`: any `(prompts, responses) -> scores` instead;
+        `echo_penalty`: a response that only repeats the prompt gets the floor too."""
         if scorer is None and model_path is None:
             raise ValueError("RMReward needs model_path (a trained reward model) or a scorer")
         self.model_path, self.language_penalty, self.min_share = model_path, language_penalty, min_share
+        self.echo_penalty = echo_penalty
         self._scorer, self._batch_size, self._version = scorer, batch_size, None
 
     @property
     def batch_dependent(self) -> bool:
-        return self.language_penalty
+        return self.language_penalty or self.echo_penalty
 
     @property
     def version(self) -> str:  # type: ignore[override]
@@ -244,7 +308,9 @@ class RMReward(Reward):
                 for f in sorted(Path(self.model_path).glob("*.safetensors")) + [Path(self.model_path) / "config.json"]:
                     digest.update(f.read_bytes())
                 weights = digest.hexdigest()
-            self._version = f"1-{weights}" + (f"-lang{self.min_share}" if self.language_penalty else "")
+            # 2: open think blocks score as empty, script counting hardened, echo penalty
+            self._version = (f"2-{weights}" + (f"-lang{self.min_share}" if self.language_penalty else "")
+                             + ("-echo" if self.echo_penalty else ""))
         return self._version
 
     def scorer(self) -> Any:
@@ -255,13 +321,20 @@ class RMReward(Reward):
     def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> list[RewardResult]:
         if not completions:
             return []
-        scores = [float(s) for s in self.scorer()(prompts, [final_text(c) for c in completions])]
+        texts = [answer_text(c) for c in completions]
+        scores = [float(s) for s in self.scorer()(prompts, texts)]
         if any(not math.isfinite(s) for s in scores):
             raise FloatingPointError("reward model returned a non-finite score")
-        mixed = [self.language_penalty and mixes_languages(final_text(c), self.min_share) for c in completions]
         floor = min(scores) - 10.0
-        return [RewardResult(floor, "language_mixing", detail=f"rm={s:.4f}") if m else RewardResult(s, "scored")
-                for s, m in zip(scores, mixed)]
+        results = []
+        for i, (text, s) in enumerate(zip(texts, scores)):
+            if self.language_penalty and mixes_languages(text, self.min_share):
+                results.append(RewardResult(floor, "language_mixing", detail=f"rm={s:.4f}"))
+            elif self.echo_penalty and repeats_prompt(prompts[i] if i < len(prompts) else None, text):
+                results.append(RewardResult(floor, "repeats_prompt", detail=f"rm={s:.4f}"))
+            else:
+                results.append(RewardResult(s, "scored"))
+        return results
 
 
 def score_pairs(scorer: RewardModelScorer, rows: Iterable[dict[str, Any]]) -> float:

@@ -1,8 +1,12 @@
 """SWE RL reward, execution-free (docs/cascade_rl.md#rewards-per-stage, SWE RL).
 
 Score of a completion against the golden patch (column `golden_patch`):
-  −1  no patch can be parsed from the completion (or it only touches binary files);
-   0  the patch leaves the code unchanged (blank, context-only, remove-and-re-add);
+  −1  no patch can be parsed from the completion (or it only touches binary files), or its
+      hunks are malformed: a `@@` line that is not a hunk header, or hunks whose line
+      counts do not match their header (unidiff alone would silently drop the extra lines);
+   0  the patch leaves the code unchanged (blank, header-only, context-only,
+      remove-and-re-add), or it is over `PATCH_GROWTH` times the golden patch's size
+      (`patch_too_long`: such a patch scores ~0 anyway, and parsing it costs seconds);
    1  equal to the golden patch after normalisation (`curation.patches.normalise_patch`);
    s  otherwise a similarity in [0, 1] from a pluggable scorer, optionally shaped to 0
       below `threshold`.
@@ -12,6 +16,19 @@ side touches scores 0), exactly like SWE-RL's lexical similarity, so the three a
 scale: `embedding` (cosine of all-MiniLM-L6-v2 sentence embeddings, the default: semantic
 beat lexical in the paper's ablation and it runs offline on CPU), `lexical` (difflib, from
 curation.patches) and `llm_judge` (the paper's choice: P(YES) from a callable you supply).
+
+Which guarantees hold, and why (a policy optimises whatever this pays for):
+- Only the final answer counts: the patch is taken from the text after the last
+  `</think>`, and a think block left open has no final text (−1, `no_patch`), so a golden
+  patch quoted in the reasoning is never scored.
+- One patch: the last ```diff block (else the last fenced diff, else raw diff text) is the
+  answer; earlier drafts are ignored, so writing several diffs never covers more options.
+- Touching more files cannot help: files only the candidate touches score 0 in the union
+  mean. Size cannot help: a file both patches touch, more than `SIZE_TOLERANCE` times
+  longer (or shorter) in the candidate, counts at most `(SIZE_TOLERANCE + 1)·shorter /
+  (sum of both)` (`size_cap`). difflib already obeys that bound; the cap keeps a scorer
+  that reads only the start of a long edit (the embedding model reads 256 word pieces)
+  from paying for the golden hunk followed by junk.
 """
 
 from __future__ import annotations
@@ -20,12 +37,20 @@ import re
 import threading
 from typing import Any, Callable, Protocol
 
-from curation.chat import final_text
+from curation.chat import THINK_CLOSE, THINK_OPEN, final_text
 from curation.patches import ParsedPatch, lexical_similarity, patch_is_noop, try_parse_patch
 from rewards.base import Reward, RewardResult
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _RAW_START_RE = re.compile(r"^(diff --git |--- )", re.MULTILINE)
+_HUNK_RE = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+PATCH_GROWTH, MIN_PATCH_CAP = 50, 200_000  # a candidate over max(50 × golden, 200k chars) is too long
+SIZE_TOLERANCE = 4
+
+
+def answer_text(completion: str) -> str:
+    """The scored text: after the last `</think>`; empty when a think block is left open."""
+    return "" if completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE) else final_text(completion)
 
 
 def extract_patch(completion: str) -> str | None:
@@ -37,7 +62,7 @@ def extract_patch(completion: str) -> str | None:
     >>> extract_patch("I could not find the bug.") is None
     True
     """
-    text = final_text(completion)
+    text = answer_text(completion)
     blocks = _FENCE_RE.findall(text)
     labelled = [body for lang, body in blocks if lang.lower() in ("diff", "patch", "udiff")]
     if labelled:
@@ -47,6 +72,54 @@ def extract_patch(completion: str) -> str | None:
         return diffs[-1]
     match = _RAW_START_RE.search(text)
     return text[match.start():] if match else None
+
+
+def hunk_error(patch: str) -> str | None:
+    """What is malformed in `patch`'s hunks that unidiff would let pass, else None: a `@@`
+    line that is no hunk header, or change lines right after a hunk got all its lines.
+
+    >>> hunk_error("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a\\n+b\\n+c\\n")
+    'hunk longer than its header says'
+    >>> hunk_error("--- a/x\\n+++ b/x\\n@@ -x +y @@\\n-a\\n+b\\n")
+    'bad hunk header: @@ -x +y @@'
+    >>> hunk_error("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a\\n+b\\n") is None
+    True
+    """
+    left: list[int] | None = None  # lines the current hunk still expects: [old, new]
+    after_hunk = False
+    for line in patch.splitlines():
+        tag = line[:1]
+        if left is not None:
+            if tag in (" ", "", "-", "+"):
+                left[0] -= tag != "+"
+                left[1] -= tag != "-"
+            elif tag != "\\":
+                return None  # not a hunk line: unidiff reports it
+            if left[0] <= 0 and left[1] <= 0:
+                left, after_hunk = None, True
+        elif line.startswith("@@"):
+            header = _HUNK_RE.match(line)
+            if header is None:
+                return f"bad hunk header: {line[:80]}"
+            left = [int(header.group(1) or 1), int(header.group(2) or 1)]
+            left, after_hunk = (None, True) if left == [0, 0] else (left, False)
+        elif after_hunk and tag in ("+", "-") and not line.startswith(("+++ ", "--- ")):
+            return "hunk longer than its header says"
+        else:
+            after_hunk = False
+    return None
+
+
+def size_cap(cand: ParsedPatch, gold: ParsedPatch) -> float:
+    """Highest score the sizes allow, as a union mean: a file both touch counts 1 within
+    `SIZE_TOLERANCE`× of the golden's length, else (tolerance + 1)·shorter/(sum of both);
+    a file one side touches counts 1 (the scorer judges the union). Never below difflib."""
+    paths = set(cand.files) | set(gold.files)
+    total = 0.0
+    for p in paths:
+        a, b = len(cand.files.get(p, "")), len(gold.files.get(p, ""))
+        total += min(1.0, (SIZE_TOLERANCE + 1) * min(a, b) / (a + b)) if a and b else 1.0
+    return total / len(paths)
 
 
 class SimilarityScorer(Protocol):
@@ -171,7 +244,7 @@ class SweReward(Reward):
     """
 
     name = "swe"
-    version = "1"
+    version = "2"  # 2: open think blocks, malformed hunks, patch_too_long, size cap
 
     def __init__(self, similarity: str | SimilarityScorer = "embedding", threshold: float | None = None, **scorer_options: Any):
         """`similarity`: scorer name or object; `threshold`: similarities below it become 0."""
@@ -191,7 +264,14 @@ class SweReward(Reward):
                 results[i] = RewardResult(0.0, "bad_reference", True, gold_error)
                 continue
             text = extract_patch(completion)
-            cand, error = try_parse_patch(text) if text is not None else (None, "no_patch")
+            if text is not None and len(text) > max(MIN_PATCH_CAP, PATCH_GROWTH * len(golds[i])):
+                results[i] = RewardResult(0.0, "patch_too_long", detail=f"{len(text)} characters")
+                continue
+            malformed = hunk_error(text) if text is not None else None
+            if text is None or malformed:
+                cand, error = None, malformed or "no_patch"
+            else:
+                cand, error = try_parse_patch(text)
             if cand is None and error == "empty":
                 results[i] = RewardResult(0.0, "noop")
             elif cand is None:
@@ -204,7 +284,8 @@ class SweReward(Reward):
                 todo.append((i, cand, gold))
         if todo:
             ctx = [contexts[i] if contexts is not None else None for i, _, _ in todo]
-            for (i, _, _), score in zip(todo, self.scorer([(c, g) for _, c, g in todo], ctx)):
+            for (i, cand, gold), score in zip(todo, self.scorer([(c, g) for _, c, g in todo], ctx)):
+                score = min(score, size_cap(cand, gold))
                 if self.threshold is not None and score < self.threshold:
                     results[i] = RewardResult(0.0, "below_threshold", detail=f"{score:.4f}")
                 else:
