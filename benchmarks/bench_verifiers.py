@@ -1,6 +1,11 @@
 """Verifier throughput: completions per second for each reward type on 1,000 completions.
 
     .venv/bin/python benchmarks/bench_verifiers.py [--n 1000] [--only math,swe]
+    .venv/bin/python benchmarks/bench_verifiers.py --only humaneval   # code verdict split vs harness
+
+`--only humaneval` runs bench_code_verdict.py: HumanEval's 164 canonical solutions scored by
+the out-of-reach assert verdict (two sandboxes, plain data between them) side by side with the
+single-process harness it replaced, and the cost ratio.
 
 Completions are realistic mixes (correct, wrong, malformed) built from fixed seeds; each
 reward is constructed and warmed up on a few rows first, so start-up costs (math-verify
@@ -99,6 +104,11 @@ def main() -> None:
     args = parser.parse_args()
     runs = []
     for name in args.only.split(","):
+        if name == "humaneval":
+            import bench_code_verdict
+
+            bench_code_verdict.main([])
+            continue
         runs.append(bench(name, args.n))
         if name == "swe":
             runs.append(bench(name, args.n, similarity="lexical"))

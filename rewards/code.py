@@ -19,25 +19,20 @@ The `tests` column is a JSON string (or an already-decoded dict) in one of two f
   tokens still match exactly. Cases of all completions of a batch run in parallel through
   the sandbox pool; once a case fails, the completion's remaining cases are skipped.
   `time_limit_s` is per case.
-- assert: one run per completion. A harness executes the solution (as module `solution`,
-  so `if __name__ == "__main__"` blocks do not run), checks `entry_point` (optional) is
-  defined and callable, then executes each assert snippet in the solution's namespace (a
+- assert: the verdict is computed out of the candidate's reach (rewards.code_judge): the
+  solution runs in one sandbox and serves calls; the tests run in another sandbox (the judge)
+  against proxies of the solution's functions, and only plain data crosses between them, through
+  this process. `entry_point` (optional) must be defined; assert snippets run in order (a
   snippet may define helpers, e.g. HumanEval's `def check(candidate): ...` followed by
-  `check(add)`), in order. `time_limit_s` is per snippet: the run's limit is
-  time_limit_s x number of snippets.
+  `check(add)`). `time_limit_s` is per snippet: the completion's limit is time_limit_s x number
+  of snippets.
 Every completion also has a total budget (`CodeRewardConfig.total_time_limit_s`).
 
-Why a nonce for the assert kind: "exit code 0" alone is forged by `os._exit(0)` or
-`sys.exit(0)` before the asserts, and a fixed "PASSED" marker by printing it. So the host
-puts a fresh random nonce on the harness's stdin; the harness moves it to a private fd and
-points fd 0 at /dev/null *before* the solution runs (so `input()`/`sys.stdin.read()` in
-the solution see nothing), and reads and prints it only after the last assert passed,
-then leaves with `os._exit(0)` (no atexit hooks). Pass = exit 0 AND the last stdout line is
-the nonce. The nonce is not in the program text, the environment or any file.
-Known limit (stated, not hidden): the solution runs in the same interpreter as the
-asserts, so code written *against this harness* (scanning its own fds, ctypes, objects
-whose `__eq__` always says True) can still fake a pass; no in-process harness can prevent
-that. The sandbox still contains such code; it only wins the reward.
+What the candidate can reach: its own process (its code, its stdout/stderr, the arguments of
+each call). The expected outputs of stdio cases and the assert tests are never in its process or
+its filesystem; stdio outputs are compared here, asserts in the judge. So exiting 0, printing
+success-looking text, forging objects with a permissive `__eq__`, walking frames, scanning fds
+or patching builtins cannot produce a pass (tests/redteam/test_redteam_code.py tries each).
 
 >>> reward = CodeReward()
 >>> tests = '{"kind": "stdio", "cases": [{"input": "2 3\\\\n", "output": "5\\\\n"}]}'
@@ -53,14 +48,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from curation.chat import final_text
 from rewards.base import Reward, RewardResult
-from sandboxes import SandboxJob, SandboxLimits, SandboxPool, SandboxResult
+from rewards.code_judge import JudgePool, judge_asserts
+from sandboxes import SandboxJob, SandboxLimits, SandboxPool, SandboxProcess, SandboxResult
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PY_TAGS = {"python", "py", "python3"}
@@ -77,7 +73,7 @@ class CodeRewardConfig:
     max_workers: int | None = None
     """Parallel sandboxes; None = os.cpu_count()."""
     memory_mb: int = 1024
-    """Address-space limit of each run, MiB."""
+    """Memory limit of each run, MiB: the whole process tree of the program (and of the judge)."""
 
 
 def extract_code(completion: str) -> str:
@@ -172,37 +168,6 @@ def parse_tests(raw: Any, default_time_limit_s: float) -> dict:
     return spec
 
 
-_HARNESS = '''\
-import os as _os, sys as _sys, traceback as _tb
-
-def _cascade_harness(code, entry_point, snippets):
-    read, write, exit_, dup, dup2, compile_, exec_ = _os.read, _os.write, _os._exit, _os.dup, _os.dup2, compile, exec
-    nonce_fd = dup(0)  # the nonce; fd 0 becomes /dev/null before the solution runs
-    null = _os.open("/dev/null", _os.O_RDONLY)
-    dup2(null, 0)
-    _os.close(null)
-    namespace = {"__name__": "solution", "__builtins__": __builtins__}
-    exec_(compile_(code, "solution.py", "exec"), namespace)
-    if entry_point is not None and not callable(namespace.get(entry_point)):
-        write(2, ("cascade-harness: entry point %r is not defined\\n" % entry_point).encode())
-        exit_(4)
-    for index, snippet in enumerate(snippets):
-        try:
-            exec_(compile_(snippet, "<test %d>" % index, "exec"), namespace)
-        except AssertionError:
-            write(2, ("cascade-harness: test %d failed\\n%s" % (index, _tb.format_exc()[-2000:])).encode())
-            exit_(3)
-    for stream in (_sys.stdout, _sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    nonce = read(nonce_fd, 256)
-    write(1, b"\\n" + nonce + b"\\n")
-    exit_(0)
-'''
-
-
 class _Budget:
     """Per-completion bookkeeping shared by its test runs (thread-safe)."""
 
@@ -226,11 +191,13 @@ class CodeReward(Reward):
     """Binary code reward; see the module docstring for the `tests` format and reasons."""
 
     name = "code"
-    version = "code-1"
+    version = "code-2"  # assert verdicts moved out of the candidate's process
 
     def __init__(self, config: CodeRewardConfig | None = None) -> None:
         self.config = config or CodeRewardConfig()
         self._pool: SandboxPool | None = None
+        self._relays: ThreadPoolExecutor | None = None
+        self._judges = JudgePool(self._open_process)
         self._pool_lock = threading.Lock()
 
     @property
@@ -239,6 +206,14 @@ class CodeReward(Reward):
             if self._pool is None:
                 self._pool = SandboxPool(self.config.max_workers or os.cpu_count())
             return self._pool
+
+    @property
+    def relays(self) -> ThreadPoolExecutor:
+        """Threads that relay between an assert completion's two sandboxes (they only wait on pipes)."""
+        with self._pool_lock:
+            if self._relays is None:
+                self._relays = ThreadPoolExecutor(self.config.max_workers or os.cpu_count(), thread_name_prefix="judge")
+            return self._relays
 
     def _limits(self, seconds: float) -> SandboxLimits:
         return SandboxLimits(timeout_s=seconds, memory_mb=self.config.memory_mb)
@@ -266,14 +241,12 @@ class CodeReward(Reward):
             results[i] = self._judge(spec, budget, runs)
         return results  # type: ignore[return-value]
 
-    def _submit(self, code: str, spec: dict, budget: _Budget) -> list[tuple[dict | str, Any]]:
+    def _submit(self, code: str, spec: dict, budget: _Budget) -> Any:
+        """Assert kind: a future of the RewardResult; stdio: [(case, future of its SandboxResult)]."""
         limit = spec["time_limit_s"]
         if spec["kind"] == "assert":
-            nonce = secrets.token_hex(16)
-            call = f"_cascade_harness({code!r}, {spec.get('entry_point')!r}, {list(spec['asserts'])!r})\n"
-            program = _HARNESS + "\n" + call
-            job = SandboxJob(program, nonce, self._limits(limit * len(spec["asserts"])))
-            return [(nonce, self.pool.submit(job, budget.seconds_left))]
+            seconds = min(limit * len(spec["asserts"]), budget.seconds_left() or 0.0)
+            return self.relays.submit(judge_asserts, code, spec, self._open_process, self._judges, seconds)
         runs = []
         for case in spec["cases"]:
             job = SandboxJob(code, case.get("input", ""), self._limits(limit))
@@ -283,16 +256,21 @@ class CodeReward(Reward):
             runs.append((case, future))
         return runs
 
-    @staticmethod
-    def _passed(spec: dict, expected: dict | str, result: SandboxResult | None) -> bool:
-        if result is None or not result.ok:
-            return False
-        if spec["kind"] == "assert":
-            lines = result.stdout.rstrip("\n").split("\n")
-            return lines[-1] == expected
-        return outputs_match(result.stdout, expected["output"], spec.get("float_tol"))
+    def _open_process(self, program: str, seconds: float) -> SandboxProcess:
+        # The host's deadline (judge_asserts) fires first, so an overrun is reported as a timeout.
+        return SandboxProcess(program, SandboxLimits(timeout_s=seconds + 1.0, memory_mb=self.config.memory_mb,
+                                                     stdout_bytes=16 << 20))
 
-    def _judge(self, spec: dict, budget: _Budget, runs: list[tuple[dict | str, Any]]) -> RewardResult:
+    @staticmethod
+    def _passed(spec: dict, expected: dict, result: SandboxResult | None) -> bool:
+        return result is not None and result.ok and outputs_match(result.stdout, expected["output"], spec.get("float_tol"))
+
+    def _judge(self, spec: dict, budget: _Budget, runs: Any) -> RewardResult:
+        if spec["kind"] == "assert":
+            try:
+                return runs.result()
+            except Exception as err:  # noqa: BLE001 - infrastructure, never the model's fault
+                return RewardResult(0.0, "sandbox_error", True, f"{type(err).__name__}: {err}")
         first_failure: RewardResult | None = None
         for index, (expected, future) in enumerate(runs):
             try:
@@ -309,17 +287,13 @@ class CodeReward(Reward):
 
     @staticmethod
     def _failure(spec: dict, index: int, result: SandboxResult) -> RewardResult:
-        where = f"test {index}" if spec["kind"] == "stdio" else "asserts"
+        where = f"test {index}"
         if result.status == "sandbox_error":
             return RewardResult(0.0, "sandbox_error", True, result.detail)
         if result.status in ("timeout", "memory_limit"):
             return RewardResult(0.0, result.status, False, f"{where}: {result.detail}")
         if result.status == "ok":
-            if spec["kind"] == "assert":
-                return RewardResult(0.0, "runtime_error", False, "exited 0 before all asserts ran (no nonce)")
             return RewardResult(0.0, "wrong_answer", False, f"{where}: got {result.stdout[:200]!r}")
-        if spec["kind"] == "assert" and result.exit_code == 3 and "cascade-harness: test" in result.stderr:
-            return RewardResult(0.0, "wrong_answer", False, result.stderr[-500:])
         tail = result.stderr.strip().splitlines()[-1:] or [result.detail or result.status]
         return RewardResult(0.0, "runtime_error", False, f"{where}: {tail[0][:300]}")
 
@@ -329,3 +303,7 @@ class CodeReward(Reward):
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+            if self._relays is not None:
+                self._relays.shutdown(wait=True)
+                self._relays = None
+        self._judges.close()

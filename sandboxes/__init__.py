@@ -3,7 +3,13 @@
 What: `run_python(code, stdin, limits) -> SandboxResult` runs one program in a fresh
 sandbox and returns a verdict (`status` in ok, error, timeout, memory_limit, output_limit,
 sandbox_error) plus exit code, capped stdout/stderr and wall time. `SandboxPool` runs many
-jobs in parallel (one worker per core by default). `cascade sandbox FILE.py` is the CLI.
+jobs in parallel (one worker per core by default). `SandboxProcess(code, limits)` is the same
+sandbox kept alive and talked to by lines (`send`, `readline(timeout_s)`, `close() ->
+SandboxResult`; `SandboxClosed` when it has ended), for verifiers that keep a program serving
+requests (e.g. a candidate's solution and a judge, with only plain data crossing the host).
+`cascade sandbox FILE.py` is the CLI. Modules: limits (the data), command (the command line),
+memory + cgroups (the run's memory limit), launch (one sandbox from start to verdict, shared
+by core's run_python and session's SandboxProcess), slots, seccomp, pool.
 
 Why this design (layers, each catching what the one before misses):
 
@@ -25,14 +31,23 @@ Why this design (layers, each catching what the one before misses):
    claimed with `flock` on files in a lock directory, so several processes (pytest, the
    trainer, the CLI) never share a uid at the same time and a sweep never hits a
    neighbour's program.
-3. rlimits via `prlimit` (address space, CPU seconds, file size, open files, processes)
-   and a wall-clock deadline enforced by the parent, which kills the sandbox's process
-   group (its init takes the namespace down) and then sweeps the uid.
-4. seccomp (libseccomp through ctypes, compiled to BPF and handed to bwrap's
+3. rlimits via `prlimit` (address space, CPU seconds, file size, open files, processes,
+   stack, and every other one pinned), each with soft = hard so a program can lower a limit
+   but never raise one (CPU keeps soft < hard for its SIGXCPU label; see command.py), and a
+   wall-clock deadline enforced by the parent, which kills the sandbox's process group (its
+   init takes the namespace down) and then sweeps the uid.
+4. One memory limit for the whole run (`memory_mb`: every process and thread of it
+   together; RLIMIT_AS alone caps each process, so 8 forked children could take 8x it): a
+   memory cgroup per run (v2 memory.max, else v1 memory.limit_in_bytes, used only if a probe
+   shows the kernel enforces it) that the run's first process enters before it execs
+   anything (a warmer keeps that move cheap), removed after the run; else a watchdog thread summing the RSS (PSS to confirm)
+   of the slot uid's processes every 10 ms. Either kills the run as `memory_limit`.
+   RLIMIT_AS stays as a second layer at the same total. See memory.py and cgroups.py.
+5. seccomp (libseccomp through ctypes, compiled to BPF and handed to bwrap's
    `--seccomp`): sockets other than AF_UNIX, ptrace, process_vm_*, mount, unshare/setns,
    namespace-creating clone flags, keyring, bpf, perf, io_uring, kexec, modules, reboot
    all fail with EPERM. Skipped (recorded in `detail`) if libseccomp is missing.
-5. Output is read with caps: a flood is killed and reported as `output_limit`.
+6. Output is read with caps: a flood is killed and reported as `output_limit`.
 
 Verdicts never come from text the program controls: `ok` means exit code 0 of a run we
 did not have to kill. The stderr is only used to *label* a failure (MemoryError ->
@@ -48,11 +63,14 @@ that says what is missing.
 
 from sandboxes.core import SandboxLimits, SandboxResult, run_python, sandbox_available
 from sandboxes.pool import SandboxJob, SandboxPool
+from sandboxes.session import SandboxClosed, SandboxProcess
 
 __all__ = [
+    "SandboxClosed",
     "SandboxJob",
     "SandboxLimits",
     "SandboxPool",
+    "SandboxProcess",
     "SandboxResult",
     "run_python",
     "sandbox_available",

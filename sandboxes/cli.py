@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("file", type=Path, help="Python program to run")
     parser.add_argument("--stdin", type=Path, default=None, help="file whose content is the program's stdin")
     parser.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds (default 10)")
-    parser.add_argument("--memory-mb", type=int, default=None, help="address-space limit in MiB")
+    parser.add_argument("--memory-mb", type=int, default=None, help="memory limit of the whole run (all its processes) in MiB")
     parser.set_defaults(func=handler)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import rewards.code
 from rewards.code import CodeReward, CodeRewardConfig, extract_code, outputs_match
-from sandboxes import SandboxLimits, run_python, sandbox_available
+from sandboxes import sandbox_available
 
 needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap (scripts/setup.sh)")
 
@@ -80,7 +80,8 @@ def test_assert_kind_and_think_block(reward: CodeReward) -> None:
     assert score(reward, fenced(main_guard), ADD_ASSERT) == (1.0, "correct")
 
 
-# Programs that try to fake success against the assert harness; every one must score 0.
+# Programs that try to fake success against the assert verdict; every one must score 0
+# (tests/redteam/test_redteam_code.py has the full red team).
 FAKE_SUCCESS = {
     "os_exit_0_in_call": "import os\ndef add(a, b):\n    os._exit(0)",
     "sys_exit_0_at_import": "import sys\ndef add(a, b):\n    return 0\nsys.exit(0)",
@@ -104,19 +105,6 @@ FAKE_SUCCESS = {
 def test_assert_harness_cannot_be_faked(reward: CodeReward, name: str) -> None:
     result = reward.score([None], [fenced(FAKE_SUCCESS[name])], tests=[ADD_ASSERT])[0]
     assert result.score == 0.0 and not result.infra_error, result
-
-
-@needs_sandbox
-def test_nonce_is_not_readable_from_stdin() -> None:
-    # The harness must have moved the nonce off fd 0 before the solution ran.
-    from rewards.code import _HARNESS
-
-    probe = "import sys, os\nprint('stdin:', repr(sys.stdin.read()), repr(os.read(0, 64)))\n"
-    program = _HARNESS + f"\n_cascade_harness({probe!r}, None, ['pass'])\n"
-    result = run_python(program, "SECRET-NONCE", SandboxLimits(timeout_s=3))
-    assert result.status == "ok"
-    lines = result.stdout.strip().split("\n")
-    assert lines[0] == "stdin: '' b''" and lines[-1] == "SECRET-NONCE"
 
 
 def test_format_errors_and_missing_column(reward: CodeReward) -> None:
