@@ -37,7 +37,7 @@ import re
 import threading
 from typing import Any, Callable, Protocol
 
-from curation.chat import THINK_CLOSE, THINK_OPEN, final_text
+from curation.chat import THINK_CLOSE, THINK_OPEN
 from curation.patches import ParsedPatch, lexical_similarity, patch_is_noop, try_parse_patch
 from rewards.base import Reward, RewardResult
 
@@ -49,8 +49,15 @@ SIZE_TOLERANCE = 4
 
 
 def answer_text(completion: str) -> str:
-    """The scored text: after the last `</think>`; empty when a think block is left open."""
-    return "" if completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE) else final_text(completion)
+    """The scored text: after the last `</think>`; empty when a think block is left open.
+
+    Not stripped at the end: a raw diff's last context line may be a lone space, and cutting
+    it makes an honest hunk one line short (unparsable).
+    """
+    if completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE):
+        return ""
+    end = completion.rfind(THINK_CLOSE)
+    return completion[end + len(THINK_CLOSE):] if end >= 0 else completion
 
 
 def extract_patch(completion: str) -> str | None:
@@ -244,7 +251,7 @@ class SweReward(Reward):
     """
 
     name = "swe"
-    version = "2"  # 2: open think blocks, malformed hunks, patch_too_long, size cap
+    version = "2"  # 2: open think blocks, malformed hunks, patch_too_long, size cap, raw diffs keep their last line
 
     def __init__(self, similarity: str | SimilarityScorer = "embedding", threshold: float | None = None, **scorer_options: Any):
         """`similarity`: scorer name or object; `threshold`: similarities below it become 0."""

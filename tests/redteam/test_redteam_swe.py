@@ -162,3 +162,23 @@ def test_golden_with_other_headers_and_crlf_is_paid():
     """Honest: the golden edits with a different header style and CRLF endings: exact_match after normalisation."""
     same = GOLD.replace("diff --git a/pkg/stats.py b/pkg/stats.py\nindex 1111111..2222222 100644\n", "")
     assert one(fenced(same.replace("\n", "\r\n"))).score == 1.0
+
+
+def test_honest_raw_diff_keeps_its_last_context_line() -> None:
+    """Honest: an unfenced golden patch whose last context line is a lone space is exact, not cut short."""
+    from curation.samples import generate
+
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from rewards.swe import SweReward
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "eval_swe.jsonl"
+        generate("swe_eval", path, seed=1234)
+        golds = [json.loads(line)["golden_patch"] for line in path.read_text().splitlines() if line.strip()]
+    assert any(g.endswith("\n \n") for g in golds)  # the case that used to break
+    reward = SweReward(similarity="lexical")
+    results = reward.score([None] * len(golds), golds, golden_patch=golds)
+    assert [r.reason for r in results] == ["exact_match"] * len(golds)
