@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 
-from sandboxes.core import sandbox_available, sandbox_problem
+from sandboxes.core import sandbox_available, sandbox_problem  # noqa: F401 - sandbox_available: the doctest
 from sandboxes.launch import Launch
 from sandboxes.limits import SandboxLimits, SandboxResult
 

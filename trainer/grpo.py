@@ -208,7 +208,6 @@ class GRPOTrainer:
         return kept
 
     def train_step(self, step: int) -> dict[str, float]:
-        import torch
 
         cfg, backend = self.config, self.backend
         t_start = time.perf_counter()

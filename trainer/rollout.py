@@ -195,7 +195,6 @@ class HFRolloutEngine:
 
     def _any_running(self, ended: Any) -> bool:
         """Whether any row (on any rank, when synced) still samples."""
-        import torch
 
         running = (~ended).sum()
         if self.synced:
