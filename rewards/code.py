@@ -279,14 +279,14 @@ class CodeReward(Reward):
                 return RewardResult(0.0, "sandbox_error", True, f"{type(err).__name__}: {err}")
             if result is None or self._passed(spec, expected, result):
                 continue  # skipped after an earlier failure, or passed
-            verdict = self._failure(spec, index, result)
+            verdict = self._failure(index, result)
             if verdict.infra_error:
                 return verdict
             first_failure = first_failure or verdict
         return first_failure or RewardResult(1.0, "correct")
 
     @staticmethod
-    def _failure(spec: dict, index: int, result: SandboxResult) -> RewardResult:
+    def _failure(index: int, result: SandboxResult) -> RewardResult:
         where = f"test {index}"
         if result.status == "sandbox_error":
             return RewardResult(0.0, "sandbox_error", True, result.detail)

@@ -37,24 +37,35 @@ from typing import Any, Callable
 from rewards.base import RewardResult
 from rewards.code_wire import program_prelude
 
-_SERVER = r'''
-def _cascade_serve(code):
-    import json as _json, os as _os, sys as _sys, types as _types
+_CHANNEL = r'''
+def _cascade_channel():
+    """(requests, send): the host's line channel, moved off fds 0 and 1 before any other code
+    runs; fd 0 becomes /dev/null and prints go to stderr, so they never reach the channel."""
+    import json as _json, os as _os, sys as _sys
     requests = _os.fdopen(_os.dup(0), "rb", 0)
     replies = _os.dup(1)
     null = _os.open("/dev/null", _os.O_RDONLY)
     _os.dup2(null, 0)
     _os.close(null)
-    _os.dup2(2, 1)  # the solution's prints go to stderr, never onto the channel
-    write, encode_, exit_ = _os.write, encode, _os._exit
+    _os.dup2(2, 1)
+    write, dumps = _os.write, _json.dumps
 
-    def reply(obj):
+    def send(obj):
         for stream in (_sys.stdout, _sys.stderr):
             try:
                 stream.flush()
             except Exception:
                 pass
-        write(replies, (_json.dumps(obj) + "\n").encode())
+        write(replies, (dumps(obj) + "\n").encode())
+
+    return requests, send
+'''
+
+_SERVER = r'''
+def _cascade_serve(code):
+    import json as _json, os as _os, types as _types
+    requests, reply = _cascade_channel()
+    encode_, exit_ = encode, _os._exit
 
     namespace = {"__name__": "solution", "__builtins__": __builtins__}
     try:
@@ -105,16 +116,7 @@ class CandidateFailure(Exception):
 
 def _cascade_judge():
     import json as _json, os as _os
-    requests = _os.fdopen(_os.dup(0), "rb", 0)
-    replies = _os.dup(1)
-    null = _os.open("/dev/null", _os.O_RDONLY)
-    _os.dup2(null, 0)
-    _os.close(null)
-    _os.dup2(2, 1)
-
-    def send(obj):
-        _os.write(replies, (_json.dumps(obj) + "\n").encode())
-
+    requests, send = _cascade_channel()
     while True:  # one job per line; the host reuses a judge only after a clean verdict
         line = requests.readline()
         if not line:
@@ -192,12 +194,12 @@ def _judge_one(job, requests, send):
 
 def candidate_program(code: str) -> str:
     """The candidate's sandbox program: the wire format, the call server, the solution."""
-    return f"{program_prelude()}\n{_SERVER}\n_cascade_serve({code!r})\n"
+    return f"{program_prelude()}\n{_CHANNEL}\n{_SERVER}\n_cascade_serve({code!r})\n"
 
 
 def judge_program() -> str:
     """The judge's sandbox program: the wire format and the test runner (the job comes on stdin)."""
-    return f"{program_prelude()}\n{_JUDGE}\n_cascade_judge()\n"
+    return f"{program_prelude()}\n{_CHANNEL}\n{_JUDGE}\n_cascade_judge()\n"
 
 
 JUDGE_LIFETIME_S = 900.0
