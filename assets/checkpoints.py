@@ -21,6 +21,7 @@ from spec.entry_points import import_target
 from spec.hashing import code_hash, file_digest, stable_hash
 from spec.kinds import stage_kind
 from spec.lineage import input_ref, make_record, read_record, write_record
+from spec.overrides import overrides_for
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
 TRAINER_CODE = ("trainer", "curation", "spec")
@@ -35,24 +36,30 @@ def checkpoint_version(parent: str | None, inputs: list[dict], config: Any, seed
 
 
 def reward_nodes(specs: list[Any]) -> list[dict[str, Any]]:
-    """Reward code as lineage inputs: name and version of every reward function used."""
+    """Reward code as lineage inputs: name and version (source digest + what its options change,
+    rewards.registry.reward_versions) of every reward used; a new version re-versions the checkpoint."""
     from rewards.registry import reward_versions
 
-    options = {s.name: dict(s.options) for s in specs}
-    return [input_ref(f"reward/{name}", version, "rewards") for name, version in sorted(reward_versions(options).items())]
+    return [input_ref(f"reward/{name}", version, "rewards") for name, version in sorted(reward_versions(specs).items())]
 
 
-def platform_lineage(out_dir: Path, version: str, code_version: str, inputs: list[dict]) -> dict[str, Any]:
-    """The keys the platform decides for a checkpoint's lineage record (a trainer adds its details)."""
-    return {"asset": out_dir.parent.name, "data_version": version, "code_version": code_version, "inputs": inputs}
+def platform_lineage(out_dir: Path, version: str, code_version: str, inputs: list[dict],
+                     overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The keys the platform decides for a checkpoint's lineage record (a trainer adds its details);
+    `overrides`: the `cascade run --set` values that shaped this checkpoint."""
+    record = {"asset": out_dir.parent.name, "data_version": version, "code_version": code_version, "inputs": inputs}
+    return record | ({"overrides": overrides} if overrides else {})
 
 
 def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], kind: str,
-            extra: dict[str, Any]) -> dg.MaterializeResult:
+            extra: dict[str, Any], overrides: dict[str, Any] | None = None) -> dg.MaterializeResult:
     if read_record(out_dir) is None:  # trainer-made checkpoints already have theirs
-        write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, kind=kind))
+        details = {"kind": kind} | ({"overrides": overrides} if overrides else {})
+        write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details))
     meta = {"path": dg.MetadataValue.path(str(out_dir)), "data_version": version,
             "inputs": dg.MetadataValue.json(inputs), **extra}
+    if overrides:
+        meta["overrides"] = dg.MetadataValue.json(overrides)
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata=meta)
 
 
@@ -81,7 +88,7 @@ def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
             else:
                 out = recipe.resolve(spec.base)
                 version = file_digest(out)
-        return _finish(out, version, code, [], "base_model", {"model": spec.base})
+        return _finish(out, version, code, [], "base_model", {"model": spec.base}, overrides_for(recipe.overrides))
 
     return base_model
 
@@ -104,13 +111,14 @@ def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, tim
         version = checkpoint_version(parent_ref["data_version"], [data_ref], train, seed, code)
         out = checkpoint_root() / stage.name / version
         inputs = [parent_ref, data_ref]
+        overrides = overrides_for(recipe.overrides, "sft_stages", stage.name)
         if not _is_complete(out):
             config = SFTConfig(**train, policy=parent_ref["path"], dataset=str(Path(data_ref["path"]) / "data.parquet"),
                                output_dir=str(out), seed=seed, resume=True,
-                               lineage=platform_lineage(out, version, code, inputs))
+                               lineage=platform_lineage(out, version, code, inputs, overrides))
             with timer.measure(context.asset_key.to_user_string()):
                 import_target(kind.trainer)(config)
-        return _finish(out, version, code, inputs, kind.name, _training_metadata(out))
+        return _finish(out, version, code, inputs, kind.name, _training_metadata(out), overrides)
 
     return sft
 
@@ -140,13 +148,14 @@ def _reward_model_asset(recipe: Recipe, parent: str, timer: WorkTimer) -> dg.Ass
             table = pq.read_table(Path(data_refs[0]["path"]) / "data.parquet")
             with timer.measure(context.asset_key.to_user_string()):
                 import_target(kind.trainer)(parent_ref["path"], table, out, RMConfig(**train, seed=recipe.seed))
-        return _finish(out, version, code, [parent_ref, *data_refs], kind.name, {})
+        return _finish(out, version, code, [parent_ref, *data_refs], kind.name, {},
+                       overrides_for(recipe.overrides, "reward_model", spec.name))
 
     return reward_model
 
 
 def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer: WorkTimer) -> dg.AssetsDefinition:
-    from rewards.registry import needs_reward_model
+    from rewards.registry import needs_reward_model, reward_code_versions
 
     prompts_key = key(CORPORA, f"{stage.name}_prompts")
     parent_key = key(CHECKPOINTS, parent)
@@ -158,7 +167,8 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
     reward_cfg = [r.model_dump(mode="json") for r in stage.rewards]
 
     @dg.asset(key=key(CHECKPOINTS, stage.name), deps=[k for k in (parent_key, prompts_key, rm_key) if k],
-              group_name=CHECKPOINTS, code_version=code + stable_hash([train, reward_cfg], 8),
+              group_name=CHECKPOINTS,  # reward code too: editing a reward makes this stage stale
+              code_version=code + stable_hash([train, reward_cfg, reward_code_versions(stage.rewards)], 8),
               kinds={"pytorch"},
               description=f"{stage.kind} RL stage {stage.name!r}: GRPO from {parent} with rewards "
                           f"{[r.name for r in stage.rewards]}.")
@@ -173,13 +183,14 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
         seed = recipe.seed + 100 + index
         version = checkpoint_version(parent_ref["data_version"], inputs, {"train": train, "rewards": reward_cfg}, seed, code)
         out = checkpoint_root() / stage.name / version
+        overrides = overrides_for(recipe.overrides, "rl_stages", stage.name)
         if not _is_complete(out):
             config = GRPOConfig(**train, policy=parent_ref["path"], dataset=str(Path(prompts_ref["path"]) / "data.parquet"),
                                 rewards=rewards, output_dir=str(out), seed=seed, resume=True,
-                                lineage=platform_lineage(out, version, code, inputs))
+                                lineage=platform_lineage(out, version, code, inputs, overrides))
             with timer.measure(context.asset_key.to_user_string()):
                 import_target(kind.trainer)(config)
-        return _finish(out, version, code, inputs, stage.kind, _training_metadata(out))
+        return _finish(out, version, code, inputs, stage.kind, _training_metadata(out) | _audit_metadata(out), overrides)
 
     return rl
 
@@ -200,6 +211,16 @@ def _training_metadata(out: Path) -> dict[str, Any]:
     if curve:
         meta["training_curve"] = dg.MetadataValue.md(curve)
     return meta
+
+
+def _audit_metadata(out: Path) -> dict[str, Any]:
+    """The per-rollout audit (trainer.rollout_audit): score distribution, reasons, examples."""
+    from trainer.rollout_audit import summarize_rollouts, summary_markdown
+
+    if not (out / "rollouts.parquet").exists():
+        return {}
+    summary = summarize_rollouts(out)
+    return {"rollouts": summary["rollouts"], "reward_audit": dg.MetadataValue.md(summary_markdown(summary))}
 
 
 def checkpoint_chain(recipe: Recipe) -> list[tuple[str, str | None]]:

@@ -64,6 +64,15 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
     return sets
 
 
+def eval_code_version(recipe: Recipe) -> str:
+    """The eval code: the trainer's, plus the source versions of the recipe's eval rewards only
+    (editing a reward no eval uses, or the rest of `rewards`, leaves evals fresh)."""
+    from rewards.registry import reward_code_versions
+
+    names = sorted({kind_for_eval_domain(b.eval_domain).eval_reward for b in recipe.benchmarks if b.eval_domain})
+    return code_hash("trainer") + stable_hash(reward_code_versions(names), 8)
+
+
 def eval_input_keys(recipe: Recipe, stage: str) -> list[dg.AssetKey]:
     """Checkpoint first, then the eval sets, then the reward model (for the rm domain)."""
     keys = [key(CHECKPOINTS, stage)] + [key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks if b.eval_domain]
@@ -76,7 +85,7 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
     (the eval asset and the no-forgetting check share it)."""
     refs = [upstream_ref(context, k) for k in eval_input_keys(recipe, stage)]
     config = recipe.evals.model_dump()
-    code = code_hash("trainer", "rewards")
+    code = eval_code_version(recipe)
     version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code})
     out = eval_root() / stage / version
     report_path = out / "eval.json"
@@ -99,7 +108,7 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
 
 def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefinition:
     @dg.asset(key=key(EVALS, f"eval_{stage}"), deps=eval_input_keys(recipe, stage),
-              group_name=EVALS, code_version=code_hash("trainer", "rewards") + stable_hash(recipe.evals.model_dump(), 8),
+              group_name=EVALS, code_version=eval_code_version(recipe) + stable_hash(recipe.evals.model_dump(), 8),
               kinds={"json"}, description=f"Held-out scores of {stage!r} on every domain, in /think and /no_think modes.")
     def evaluation(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         version, out, report = ensure_eval(context, recipe, stage, timer)

@@ -4,15 +4,20 @@ schemas (with quarantine), and benchmark text for decontamination and evaluation
 A source file is an observable source asset whose data version is the file's content
 hash, so replacing the file (or pointing the recipe elsewhere) is what makes everything
 downstream stale; nothing else has to be told.
+
+A raw source's metadata shows how it was read (the row layout and reader, given or
+detected) and, next to the row counts, the first quarantined rows with their reasons, so a
+source in an unexpected layout is visible at a glance instead of silently empty.
 """
 
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-from assets.common import BENCHMARKS, SOURCES, WorkTimer, data_root, dataset_metadata, key
+from assets.common import BENCHMARKS, SOURCES, WorkTimer, data_root, dataset_metadata, key, preview_markdown
 from spec.hashing import code_version, file_digest
 from spec.data import BenchmarkSpec, SourceSpec
 from spec.recipe import Recipe
@@ -74,7 +79,7 @@ def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsD
         with timer.measure(context.asset_key.to_user_string()):
             result = load_source(
                 path, spec.format, spec.domain, spec.name,
-                columns=spec.columns or None, split=spec.split, limit=spec.limit,
+                columns=spec.columns or None, split=spec.split, limit=spec.limit, reader=spec.reader,
             )
             out = write_versioned(
                 result.table, data_root(), f"raw_{spec.name}",
@@ -83,9 +88,24 @@ def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsD
                 code_version=code_version(CURATION_CODE, config), config=config,
                 extra_files={"quarantine.parquet": result.quarantine},
             )
-        return _result(out, result.table)
+        return _result(out, result.table, _load_metadata(result))
 
     return _raw
+
+
+QUARANTINE_EXAMPLES = 5
+RAW_CHARS = 300
+
+
+def _load_metadata(result: Any) -> dict[str, Any]:
+    """Layout and reader used, and the first quarantined rows (reason + raw text, cut)."""
+    examples = result.quarantine.slice(0, QUARANTINE_EXAMPLES).select(["line", "reason", "raw"]).to_pylist()
+    return {
+        "format": result.format,
+        "reader": result.reader,
+        "quarantine_examples": dg.MetadataValue.md(
+            preview_markdown(examples, limit=QUARANTINE_EXAMPLES, width=RAW_CHARS) if examples else "_none_"),
+    }
 
 
 def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> dg.AssetsDefinition:
@@ -120,10 +140,10 @@ def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> d
     return _bench
 
 
-def _result(out, table) -> dg.MaterializeResult:
+def _result(out, table, extra: dict | None = None) -> dg.MaterializeResult:
     return dg.MaterializeResult(
         data_version=dg.DataVersion(out.data_version),
-        metadata=dataset_metadata(out.record, table.slice(0, 5).to_pylist()),
+        metadata={**dataset_metadata(out.record, table.slice(0, 5).to_pylist()), **(extra or {})},
     )
 
 

@@ -14,7 +14,10 @@ Conventions (Cascade RL's unified model):
 - Tools are declared in the system prompt inside `<tools></tools>`, one JSON signature per
   line; calls are `<tool_call>{"name": …, "arguments": {…}}</tool_call>`.
 - Multi-turn: a canonical `prompt` may be a JSON list of `{"role", "content"}` turns ending
-  with a user turn; earlier assistant turns keep only their final answer.
+  with a user turn, or with a `tool` turn (a tool result the final response answers);
+  earlier assistant turns keep only their final answer and stay assistant messages, so SFT
+  trains on every assistant turn. A row's own `system` prompt (chat and tool domains)
+  replaces the default one; the tools block is still appended.
 
 Row accounting of `sft_rows`: the unit is a *candidate response* — each non-null
 think/no-think response of an input row is one candidate, and a row with none counts as
@@ -92,7 +95,7 @@ def system_content(system: str = DEFAULT_SYSTEM, tools: Sequence[dict] | str | N
 
 
 def parse_conversation(prompt: str) -> list[Message] | None:
-    """The turns of a multi-turn prompt (JSON list ending with a user turn), else None."""
+    """The turns of a multi-turn prompt (JSON list ending with a user or tool turn), else None."""
     text = prompt.lstrip()
     if not text.startswith("["):
         return None
@@ -103,7 +106,7 @@ def parse_conversation(prompt: str) -> list[Message] | None:
     ok = (
         isinstance(turns, list) and turns
         and all(isinstance(t, dict) and isinstance(t.get("role"), str) and isinstance(t.get("content"), str) for t in turns)
-        and turns[-1]["role"] == "user"
+        and turns[-1]["role"] in ("user", "tool")
     )
     return [{"role": t["role"], "content": t["content"]} for t in turns] if ok else None
 
@@ -139,7 +142,7 @@ def strip_think_history(messages: Sequence[Message]) -> list[Message]:
 def prompt_messages(
     prompt: str, mode: str, system: str = DEFAULT_SYSTEM, tools: Sequence[dict] | str | None = None
 ) -> list[Message]:
-    """System + user turn(s) for a prompt in `mode`; every user turn gets the mode suffix.
+    """System + conversation turns for a prompt in `mode`; every user turn (only) gets the mode suffix.
 
     >>> [m["content"] for m in prompt_messages("2+2?", "think")]
     ['You are a helpful and harmless assistant.', '2+2? /think']
@@ -238,6 +241,7 @@ def _candidate(row: dict[str, Any], domain: str, mode: str, response: str, syste
             problem = "disagrees_with_ground_truth"
     if problem:
         return None, problem
+    system = row.get("system") or system  # the row's own system prompt wins
     messages = prompt_messages(row["prompt"], mode, system, row.get("tools") if domain == "tool" else None)
     messages.append({"role": "assistant", "content": response})
     return {
@@ -259,8 +263,9 @@ def sft_rows(
     """Canonical rows of `domain` -> SFT rows (SFT_SCHEMA) and dropped {reason: count}.
 
     Each present `think_response` / `no_think_response` (for modes in `modes`) becomes one
-    row. Drop reasons: `no_response`, `bad_think_block`, `think_in_no_think`,
-    `empty_answer`, `bad_tool_call`, `no_final_answer`, `disagrees_with_ground_truth`.
+    row; a row's `system` column, when set, replaces `system`. Drop reasons: `no_response`,
+    `bad_think_block`, `think_in_no_think`, `empty_answer`, `bad_tool_call`, `no_final_answer`,
+    `disagrees_with_ground_truth`.
     """
     records = rows.to_pylist() if isinstance(rows, pa.Table) else list(rows)
     out: list[dict[str, Any]] = []

@@ -83,7 +83,8 @@ class PromptSetResult:
 def prompt_key(prompt: str) -> str:
     """Normalised final user message (mode suffix removed): the overlap key."""
     turns = parse_conversation(prompt)
-    text = turns[-1]["content"] if turns else prompt
+    users = [t["content"] for t in turns or [] if t["role"] == "user"]  # a tool turn may end the prompt
+    text = users[-1] if users else prompt
     for suffix in MODE_SUFFIX.values():
         text = text.removesuffix(suffix)
     return normalize(text)

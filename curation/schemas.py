@@ -6,6 +6,10 @@ recipe's source name) and a stable `row_id` (derived from content, so it survive
 
 Nested or heterogeneous values (code tests, IFEval kwargs, tool signatures, chat messages)
 are stored as JSON strings: they stay readable in any parquet viewer and hash stably.
+
+A raw row that cannot become a canonical row raises `InvalidRow(reason)`; the reason is the
+quarantine reason. It is defined here, once, so the readers (curation/sources.py) and the
+row layouts (curation/formats.py) raise the same thing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ import pyarrow as pa
 
 STR = pa.string()
 STR_LIST = pa.list_(pa.string())
+
+class InvalidRow(Exception):
+    """A raw row that cannot be mapped onto its canonical schema; `reason` is its quarantine reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
 
 _COMMON = [pa.field("row_id", STR, nullable=False), pa.field("source", STR, nullable=False)]
 
@@ -34,6 +46,7 @@ DOMAIN_SCHEMAS: dict[str, pa.Schema] = {
         pa.field("think_response", STR),
         pa.field("no_think_response", STR),
         pa.field("ground_truth", STR),  # e.g. an MCQ letter responses must agree with
+        pa.field("system", STR),  # the row's own system prompt (replaces the default one)
     ),
     "math": _schema(
         pa.field("prompt", STR, nullable=False),
@@ -69,6 +82,7 @@ DOMAIN_SCHEMAS: dict[str, pa.Schema] = {
         pa.field("tools", STR, nullable=False),
         pa.field("think_response", STR),
         pa.field("no_think_response", STR),
+        pa.field("system", STR),  # the row's own system prompt (tools block still appended)
     ),
     # candidate_patches: teacher patches to be scored against golden_patch (SFT/RL split).
     "swe": _schema(

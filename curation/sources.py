@@ -1,7 +1,12 @@
 """Raw sources -> canonical domain tables, with every invalid row quarantined with a reason.
 
-All formats go through one row validator (`_canonical_row`), so a jsonl line, a parquet row
-and a `datasets` row are judged the same way. Value rules, per canonical field type:
+A source is read in three steps: a *reader* turns the file into records (`READERS`: jsonl,
+parquet, `hf` = a `datasets` save_to_disk folder, `hub_parquet` = a folder of parquet files in
+hub layout; `auto` picks one from the path, `detect_reader`), a *row layout* maps each record
+onto canonical field names (curation/formats.py `FORMATS`: canonical, openai, sharegpt,
+preference, llama_nemotron, nemotron_v1; `auto` detects it from the keys of the first rows),
+and one row validator (`_canonical_row`) checks the values, so a jsonl line, a parquet row and
+a `datasets` row in any layout are judged the same way. Value rules, per canonical field type:
 
 * string fields take strings; numbers (not booleans) are accepted as their text (a math
   answer written as `18`); the JSON-string fields (`tests`, `kwargs`, `tools`) also take a
@@ -13,15 +18,16 @@ and a `datasets` row are judged the same way. Value rules, per canonical field t
 
 Blank jsonl lines are not rows. `rows_in == table.num_rows + sum(dropped.values())` always.
 
-File formats are readers in `READERS` (name -> fn(path, split, limit) yielding (object, reason
-if unreadable, raw text)); adding a format is one reader plus `register_reader(name, fn)`, and
-the recipe loader accepts every registered name for `sources[].format`.
+Readers are `fn(path, split, limit)` yielding (object, reason if unreadable, raw text); adding
+one is `register_reader(name, fn)`, and the recipe loader accepts every registered name for
+`sources[].reader` (layouts likewise for `sources[].format`).
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +36,8 @@ from typing import Any, Callable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.schemas import DOMAIN_SCHEMAS
+from curation.formats import FORMATS, canonical_record, detect_layout
+from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
 
 JSON_FIELDS = frozenset({"tests", "kwargs", "tools"})
 QUARANTINE_SCHEMA = pa.schema(
@@ -55,11 +62,10 @@ class LoadResult:
     """Rows read (valid + quarantined)."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Quarantined rows per reason."""
-
-
-class _Invalid(Exception):
-    def __init__(self, reason: str):
-        self.reason = reason
+    format: str = "canonical"
+    """Row layout used (given, or detected for `auto`)."""
+    reader: str = "jsonl"
+    """Reader used (given, or detected from the path for `auto`)."""
 
 
 def row_id(source_name: str, values: list[Any]) -> str:
@@ -72,7 +78,7 @@ def _check_text(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise _Invalid("undecodable_text") from None
+        raise InvalidRow("undecodable_text") from None
     return value
 
 
@@ -83,40 +89,64 @@ def _string_value(name: str, value: Any) -> str:
         return str(value)
     if name in JSON_FIELDS and isinstance(value, (dict, list)):
         return _check_text(json.dumps(value, ensure_ascii=False))
-    raise _Invalid(f"wrong_type:{name}")
+    raise InvalidRow(f"wrong_type:{name}")
 
 
-def _canonical_row(obj: Any, schema: pa.Schema, columns: Mapping[str, str], source_name: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise _Invalid("not_an_object")
+def _canonical_row(obj: Mapping[str, Any], schema: pa.Schema, source_name: str) -> dict[str, Any]:
+    """Validate {canonical field: raw value} against `schema` (the value rules above)."""
     row: dict[str, Any] = {}
     for f in schema:
         if f.name in ("row_id", "source"):
             continue
-        value = obj.get(columns.get(f.name, f.name))
+        value = obj.get(f.name)
         if value is None:
             if not f.nullable:
-                raise _Invalid(f"missing_field:{f.name}")
+                raise InvalidRow(f"missing_field:{f.name}")
         elif pa.types.is_list(f.type):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise _Invalid(f"wrong_type:{f.name}")
+                raise InvalidRow(f"wrong_type:{f.name}")
             value = [_check_text(v) for v in value]
             if not f.nullable and not value:
-                raise _Invalid(f"empty_field:{f.name}")
+                raise InvalidRow(f"empty_field:{f.name}")
         else:
             value = _string_value(f.name, value)
             if not f.nullable and not value.strip():
-                raise _Invalid(f"empty_field:{f.name}")
+                raise InvalidRow(f"empty_field:{f.name}")
         row[f.name] = value
     values = [row.get(f.name) for f in schema if f.name not in ("row_id", "source")]
     return {"row_id": row_id(source_name, values), "source": source_name, **row}
 
 
-def _jsonl_records(path: Path, limit: int | None) -> Iterator[tuple[Any, str | None, str]]:
-    """(object or None, reason if unreadable, raw text) per non-blank line."""
-    opener = gzip.open if path.suffix == ".gz" else open
+Record = tuple[Any, "str | None", str]  # (object, reason if unreadable, raw text)
+
+
+def _opener(path: Path) -> Callable[..., Any]:
+    return gzip.open if path.suffix == ".gz" else open
+
+
+def _json_array(path: Path) -> list[Any] | None:
+    """The rows of a `.json` file that holds one JSON array; None for anything else (read as jsonl)."""
+    if not path.name.lower().endswith((".json", ".json.gz")):
+        return None
+    with _opener(path)(path, "rb") as fh:
+        if not fh.read(4096).lstrip().startswith(b"["):
+            return None
+    try:
+        with _opener(path)(path, "rb") as fh:
+            data = json.load(fh)
+    except ValueError:
+        return None
+    return data if isinstance(data, list) else None
+
+
+def _jsonl_records(path: Path, limit: int | None) -> Iterator[Record]:
+    """(object or None, reason if unreadable, raw text) per non-blank line (or per JSON array item)."""
+    array = _json_array(path)
+    if array is not None:
+        yield from _row_records(iter(array), limit)
+        return
     count = 0
-    with opener(path, "rb") as fh:
+    with _opener(path)(path, "rb") as fh:
         for raw in fh:
             if not raw.strip():
                 continue
@@ -134,34 +164,80 @@ def _jsonl_records(path: Path, limit: int | None) -> Iterator[tuple[Any, str | N
                 yield None, "invalid_json", text.rstrip("\n")
 
 
-def _row_records(rows: Iterator[dict[str, Any]], limit: int | None) -> Iterator[tuple[Any, str | None, str]]:
+def _row_records(rows: Iterator[Any], limit: int | None) -> Iterator[Record]:
     for i, row in enumerate(rows):
         if limit is not None and i >= limit:
             return
         yield row, None, json.dumps(row, ensure_ascii=False, default=str)
 
 
-def _parquet_records(path: Path, split: str | None, limit: int | None) -> Iterator[tuple[Any, str | None, str]]:
+def _parquet_records(path: Path, split: str | None, limit: int | None) -> Iterator[Record]:
     table = pq.read_table(path)
     return _row_records(iter(table.slice(0, limit).to_pylist()), limit)
 
 
-def _hf_records(path: Path | str, split: str | None, limit: int | None) -> Iterator[tuple[Any, str | None, str]]:
+def _hf_records(path: Path | str, split: str | None, limit: int | None) -> Iterator[Record]:
     return _row_records(_hf_rows(path, split), limit)
 
 
-Reader = Callable[[Any, "str | None", "int | None"], Iterator[tuple[Any, "str | None", str]]]
+def hub_parquet_files(folder: Path | str, split: str | None = None) -> list[Path]:
+    """Parquet files of `split` (default `train`) in a hub-layout folder: under a `<split>/`
+    folder, or named `<split>-*.parquet` / `<split>.parquet`. With no split given and no
+    `train` files, every parquet file (an unsplit folder)."""
+    folder = Path(folder)
+    files = sorted(p for p in folder.rglob("*.parquet") if p.is_file())
+    want = split or "train"
+    chosen = [p for p in files if want in p.relative_to(folder).parts[:-1]
+              or p.stem == want or p.name.startswith(f"{want}-")]
+    if not chosen and split is None:
+        chosen = files
+    if not chosen:
+        raise ValueError(f"{folder}: no parquet files of split {want!r} ({len(files)} parquet files in all)")
+    return chosen
+
+
+def _hub_parquet_records(path: Path | str, split: str | None, limit: int | None) -> Iterator[Record]:
+    def rows() -> Iterator[dict[str, Any]]:
+        for file in hub_parquet_files(path, split):
+            for batch in pq.ParquetFile(file).iter_batches(batch_size=1024):
+                yield from batch.to_pylist()
+
+    return _row_records(rows(), limit)
+
+
+Reader = Callable[[Any, "str | None", "int | None"], Iterator[Record]]
 READERS: dict[str, Reader] = {
-    "jsonl": lambda path, split, limit: _jsonl_records(Path(path), limit),
+    "jsonl": lambda path, split, limit: _jsonl_records(Path(path), limit),  # .jsonl(.gz), .json (array or lines)
     "parquet": _parquet_records,
     "hf": _hf_records,  # a `datasets` folder (save_to_disk) or, online, a hub name
+    "hub_parquet": _hub_parquet_records,  # a folder of parquet files in hub layout
 }
-"""Source file format -> reader."""
+"""Source file type -> reader."""
+HF_FOLDER_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+LEGACY_READER_FORMATS = ("jsonl", "parquet", "hf")  # old `format:` values: readers, canonical layout
+DETECT_ROWS = 50  # `format: auto` looks at this many rows
 
 
 def register_reader(name: str, reader: Reader) -> None:
-    """Make `format: <name>` read sources with `reader(path, split, limit)`."""
+    """Make `reader: <name>` read sources with `reader(path, split, limit)`."""
     READERS[name] = reader
+
+
+def detect_reader(path: Path | str) -> str:
+    """The reader a path calls for: jsonl / parquet by file name, `hf` / `hub_parquet` for folders."""
+    path = Path(path)
+    if path.is_dir():
+        if any((path / marker).exists() for marker in HF_FOLDER_MARKERS):
+            return "hf"
+        if next(path.rglob("*.parquet"), None) is not None:
+            return "hub_parquet"
+        raise ValueError(f"{path}: neither a `datasets` folder nor parquet files; set `reader`")
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+        return "jsonl"
+    raise ValueError(f"{path}: cannot tell the reader from the name; set `reader` (one of {sorted(READERS)})")
 
 
 def _hf_rows(path: Path | str, split: str | None) -> Iterator[dict[str, Any]]:
@@ -186,10 +262,13 @@ def load_source(
     columns: Mapping[str, str] | None = None,
     split: str | None = None,
     limit: int | None = None,
+    reader: str = "auto",
 ) -> LoadResult:
-    """Read a jsonl / parquet / HF source and map it onto DOMAIN_SCHEMAS[domain].
+    """Read a source and map it onto DOMAIN_SCHEMAS[domain].
 
-    `columns` maps canonical field -> source column; `limit` caps the rows read.
+    `format` is the row layout (`auto` or a FORMATS name; the old values jsonl / parquet / hf
+    mean that reader with the canonical layout); `reader` the file type (`auto` or a READERS
+    name). `columns` maps canonical field -> source column; `limit` caps the rows read.
     """
     if domain not in DOMAIN_SCHEMAS:
         raise ValueError(f"unknown domain {domain!r} (known: {sorted(DOMAIN_SCHEMAS)})")
@@ -198,9 +277,19 @@ def load_source(
     unknown = set(columns) - set(schema.names)
     if unknown:
         raise ValueError(f"columns maps unknown canonical fields {sorted(unknown)} for domain {domain!r}")
-    if format not in READERS:
-        raise ValueError(f"unknown format {format!r} (known: {sorted(READERS)})")
-    records = READERS[format](path, split, limit)
+    if format in LEGACY_READER_FORMATS:
+        format, reader = "canonical", format if reader == "auto" else reader
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r} (known: auto, {', '.join(sorted(FORMATS))})")
+    reader = detect_reader(path) if reader == "auto" else reader
+    if reader not in READERS:
+        raise ValueError(f"unknown reader {reader!r} (known: auto, {', '.join(sorted(READERS))})")
+    records = iter(READERS[reader](path, split, limit))
+    if format == "auto":
+        head = list(itertools.islice(records, DETECT_ROWS))
+        format = detect_layout((obj for obj, reason, _ in head if reason is None), ignore=columns.values())
+        records = itertools.chain(head, records)
+    names = [f.name for f in schema if f.name not in ("row_id", "source")]
     rows, bad = [], []
     dropped: dict[str, int] = {}
     rows_in = 0
@@ -208,9 +297,9 @@ def load_source(
         rows_in += 1
         if reason is None:
             try:
-                rows.append(_canonical_row(obj, schema, columns, source_name))
+                rows.append(_canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
                 continue
-            except _Invalid as err:
+            except InvalidRow as err:
                 reason = err.reason
         dropped[reason] = dropped.get(reason, 0) + 1
         bad.append({"source": source_name, "line": i, "reason": reason, "raw": raw.encode("utf-8", "backslashreplace").decode("utf-8")})
@@ -219,6 +308,8 @@ def load_source(
         pa.Table.from_pylist(bad, schema=QUARANTINE_SCHEMA),
         rows_in,
         dropped,
+        format,
+        reader,
     )
 
 

@@ -20,18 +20,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--recipe", help="recipe YAML (default: $CASCADE_RECIPE or recipes/default.yaml)")
     run.add_argument("--stale", action="store_true", help="only stale or missing assets and their downstream")
     run.add_argument("--select", help="comma-separated asset names (last key component) to materialize")
+    _add_set(run)
     run.set_defaults(func=cmd_run)
 
     status = sub.add_parser("status", help="every asset: materialized, data version, stale (Dagster's view)")
     status.add_argument("--recipe")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_set(status)
     status.set_defaults(func=cmd_status)
 
     lineage = sub.add_parser("lineage", help="full input tree of an asset's latest materialization")
     lineage.add_argument("asset", help="asset name, e.g. math_rl (the last key component is enough)")
     lineage.add_argument("--recipe")
     lineage.add_argument("--json", action="store_true")
+    _add_set(lineage)
     lineage.set_defaults(func=cmd_lineage)
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD.PATH=VALUE",
+                        help="override a recipe field without editing the file (repeatable), e.g. "
+                             "rl_stages.math_rl.train.max_steps=20; validated like the file, recorded in lineage")
 
 
 def get_instance():
@@ -50,12 +59,12 @@ def get_instance():
     return dg.DagsterInstance.get()
 
 
-def _context(recipe_path: str | None):
+def _context(recipe_path: str | None, overrides: list[str] | None = None):
     from assets import build_definitions
     from assets.common import WorkTimer
     from dagster_project.recipe import load_recipe
 
-    recipe = load_recipe(recipe_path)
+    recipe = load_recipe(recipe_path, overrides=overrides or ())
     timer = WorkTimer()
     return recipe, build_definitions(recipe, timer), timer
 
@@ -113,7 +122,7 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    recipe, defs, _ = _context(args.recipe)
+    recipe, defs, _ = _context(args.recipe, args.set)
     instance = get_instance()
     observe_sources(defs, instance)
     rows = asset_statuses(defs, instance)
@@ -131,7 +140,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     from assets.common import latest_metadata
     from spec.lineage import lineage_tree, render_tree
 
-    recipe, defs, _ = _context(args.recipe)
+    recipe, defs, _ = _context(args.recipe, args.set)
     asset_key = resolve_key(defs, args.asset)
     meta = latest_metadata(get_instance(), asset_key)
     tree = lineage_tree({"asset": asset_key.path[-1], "data_version": meta.get("data_version"), "path": meta["path"]})
@@ -158,7 +167,7 @@ def selection_for(defs, instance, args: argparse.Namespace) -> list | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from assets import MAIN_JOB
 
-    recipe, defs, timer = _context(args.recipe)
+    recipe, defs, timer = _context(args.recipe, args.set)
     instance = get_instance()
     started = time.perf_counter()
     observe_sources(defs, instance)
@@ -168,6 +177,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     count = len(selection) if selection is not None else len(defs.resolve_asset_graph().materializable_asset_keys)
     print(f"cascade run: recipe {recipe.name!r}, {count} assets, Dagster home {os.environ['DAGSTER_HOME']}", flush=True)
+    for path, value in recipe.overrides.items():
+        print(f"  --set {path}={json.dumps(value)}", flush=True)
     job = defs.resolve_job_def(MAIN_JOB)
     result = job.execute_in_process(instance=instance, asset_selection=selection, raise_on_error=False, run_config=_quiet())
     wall = time.perf_counter() - started

@@ -1,6 +1,7 @@
 """Loading a recipe for the Dagster code location and the CLI: the typed model of
 `spec.recipe`, checked against what the libraries register: the rewards library's catalog
-(reward names and options) and curation's source readers (`sources[].format`).
+(reward names and options), curation's row layouts (`sources[].format`) and source readers
+(`sources[].reader`).
 
 The model itself, its blocks and their docs live in `spec/`; this module only joins the two
 checks, so every caller (definitions, `cascade run/status/lineage`, the dg component) loads a
@@ -10,8 +11,9 @@ recipe the same way and a bad one fails before any asset runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from curation.formats import FORMATS
 from curation.sources import READERS
 from rewards.registry import CATALOG
 from spec import recipe as _spec
@@ -20,11 +22,12 @@ from spec.recipe import Recipe, RecipeError
 __all__ = ["Recipe", "RecipeError", "load_recipe", "parse_recipe"]
 
 
-def parse_recipe(data: Any, path: Path | None = None) -> Recipe:
+def parse_recipe(data: Any, path: Path | None = None, overrides: Sequence[str] = ()) -> Recipe:
     """Validate a recipe mapping, rewards included; raises RecipeError naming each bad field."""
-    return _spec.parse_recipe(data, path, rewards=CATALOG, formats=READERS)
+    return _spec.parse_recipe(data, path, rewards=CATALOG, formats=FORMATS, readers=READERS, overrides=overrides)
 
 
-def load_recipe(path: str | Path | None = None) -> Recipe:
-    """Load and validate a recipe file (default: `$CASCADE_RECIPE` or recipes/default.yaml)."""
-    return _spec.load_recipe(path, rewards=CATALOG, formats=READERS)
+def load_recipe(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Recipe:
+    """Load and validate a recipe file (default: `$CASCADE_RECIPE` or recipes/default.yaml);
+    `overrides` are `cascade run --set` strings, applied before validation."""
+    return _spec.load_recipe(path, rewards=CATALOG, formats=FORMATS, readers=READERS, overrides=overrides)

@@ -10,6 +10,14 @@ given and whether the failure was the model's (wrong answer) or ours (sandbox cr
 `score()` returns a `RewardResult` per completion; `__call__` is the TRL-style view.
 A reward never raises into its caller: any exception becomes a zero score with
 `infra_error=True` and the exception text as the reason detail.
+
+Versions are derived from code, never written by hand: `version` is the digest of the
+source the reward runs (`spec.hashing.source_version`: its module and the local modules it
+imports, so an edit anywhere in its code re-versions it and nothing else), plus
+`version_options()`, a suffix for the options that change scores (a similarity scorer, a
+threshold, reward-model weights). The reward cache and lineage key on it, so an edit
+invalidates cached scores and makes the stages that use the reward stale. Assigning
+`reward.version = "..."` pins a version (wrappers such as the cache copy their inner one).
 """
 
 from __future__ import annotations
@@ -45,15 +53,53 @@ def completion_text(completion: Any) -> str:
     return "" if completion is None else str(completion)
 
 
+def class_source_version(cls: type) -> str:
+    """The source digest of the module defining `cls` (its own code plus its local imports)."""
+    from spec.hashing import SourceNotFoundError, object_source_version, stable_hash
+
+    try:
+        return object_source_version(cls)
+    except SourceNotFoundError:  # defined in a REPL or from a string: hash what inspect sees
+        import inspect
+
+        try:
+            return "src-" + stable_hash(inspect.getsource(cls), 12)
+        except (OSError, TypeError):
+            return "unversioned"
+
+
 class Reward:
-    """Base class: subclasses implement `_score_batch` (or `_score_one`) and set `name`/`version`."""
+    """Base class: subclasses implement `_score_batch` (or `_score_one`) and set `name`;
+    `version` follows their code, `version_options` adds what their options change."""
 
     name: str = "reward"
-    version: str = "0"
 
     @property
     def __name__(self) -> str:  # TRL logs rewards by __name__
         return self.name
+
+    @property
+    def version(self) -> str:
+        """`<source digest>[-<version_options()>]`, or the version pinned by assignment."""
+        pinned = self.__dict__.get("_pinned_version")
+        if pinned is not None:
+            return pinned
+        if "_source_version" not in self.__dict__:  # the code this instance runs: read once
+            self.__dict__["_source_version"] = self.source_version()
+        suffix = self.version_options()
+        return f"{self.__dict__['_source_version']}-{suffix}" if suffix else self.__dict__["_source_version"]
+
+    @version.setter
+    def version(self, value: str) -> None:
+        self.__dict__["_pinned_version"] = value
+
+    def source_version(self) -> str:
+        """Digest of the code that scores: by default this class's module and its local imports."""
+        return class_source_version(type(self))
+
+    def version_options(self) -> str:
+        """The part of the version that options decide ('' when no option changes scores)."""
+        return ""
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
         return [r.score for r in self.score(prompts, completions, **columns)]

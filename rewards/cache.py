@@ -1,24 +1,40 @@
 """Reward cache: scores keyed by (completion hash, reward name + version, reference hash).
 
-Reruns of a stage, audits and `cascade verify` on the same rows do not recompute: a score
-is looked up by the completion text, the reward's name and `version` (a behaviour change
+Reruns of a stage, training, the evals and `cascade verify` on the same rows do not recompute: a
+score is looked up by the completion text, the reward's name and `version` (a behaviour change
 bumps the version, which invalidates its entries) and a hash of everything else the score
-depends on: the prompt and the row's reference columns (answer, tests, golden patch, ...).
+depends on: the prompt and the row's columns (answer, tests, golden patch, ...).
 
 Not cached: infrastructure failures (they should be retried) and rewards whose score
 depends on the rest of the batch (`batch_dependent`: group z-scores, batch-minimum
 penalties), which pass straight through.
+
+The cache is an optimisation, never a point of failure: a cache file that cannot be opened or
+a database error while looking up or storing scores falls back to scoring without it.
+Where it lives: `cache_path(setting)` is the one rule the trainer and the evals share (default
+`$CASCADE_HOME/reward_cache.sqlite`; "off" disables it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rewards.base import Reward, RewardResult
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CACHE_FILE = "reward_cache.sqlite"
+"""File name of the shared cache under $CASCADE_HOME."""
+DISABLED = ("off", "none", "")
+"""Cache settings that turn the cache off."""
 
 
 def _digest(value: Any) -> str:
@@ -34,14 +50,19 @@ class CachedReward(Reward):
         self.name, self.version = reward.name, reward.version
         self.hits = self.misses = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
+        with self._db() as db:
             db.execute("CREATE TABLE IF NOT EXISTS scores (completion TEXT, reward TEXT, reference TEXT, "
                        "score REAL, reason TEXT, detail TEXT, PRIMARY KEY (completion, reward, reference))")
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(self.path, timeout=30)
-        db.execute("PRAGMA journal_mode=WAL")  # concurrent readers while a stage writes
-        return db
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # concurrent readers while a stage writes
+            with db:  # commit on success
+                yield db
+        finally:
+            db.close()
 
     @property
     def batch_dependent(self) -> bool:
@@ -60,11 +81,16 @@ class CachedReward(Reward):
         keys = [(_digest(c), reward_key, _digest([prompts[i] if i < len(prompts) else None, rows[i]]))
                 for i, c in enumerate(completions)]
         results: list[RewardResult | None] = [None] * len(completions)
-        with self._connect() as db:
-            for i, key in enumerate(keys):
-                hit = db.execute("SELECT score, reason, detail FROM scores WHERE completion=? AND reward=? AND reference=?", key).fetchone()
-                if hit:
-                    results[i] = RewardResult(hit[0], hit[1], False, hit[2])
+        try:
+            with self._db() as db:
+                for i, key in enumerate(keys):
+                    hit = db.execute("SELECT score, reason, detail FROM scores WHERE completion=? AND reward=? "
+                                     "AND reference=?", key).fetchone()
+                    if hit:
+                        results[i] = RewardResult(hit[0], hit[1], False, hit[2])
+        except sqlite3.Error as err:  # no cache this time: score everything
+            log.warning("reward cache %s unreadable (%s): scoring without it", self.path, err)
+            results = [None] * len(completions)
         miss = [i for i, r in enumerate(results) if r is None]
         self.hits += len(completions) - len(miss)
         self.misses += len(miss)
@@ -72,11 +98,15 @@ class CachedReward(Reward):
             fresh = self.inner.score([prompts[i] if i < len(prompts) else None for i in miss],
                                      [completions[i] for i in miss],
                                      **{k: [rows[i][k] for i in miss] for k in columns})
-            with self._connect() as db:
-                for i, res in zip(miss, fresh):
-                    results[i] = res
-                    if not res.infra_error:
-                        db.execute("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?)", (*keys[i], res.score, res.reason, res.detail))
+            for i, res in zip(miss, fresh):
+                results[i] = res
+            try:
+                with self._db() as db:
+                    db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?)",
+                                   [(*keys[i], res.score, res.reason, res.detail)
+                                    for i, res in zip(miss, fresh) if not res.infra_error])
+            except sqlite3.Error as err:
+                log.warning("reward cache %s unwritable (%s): scores kept, not cached", self.path, err)
         return [r for r in results if r is not None]
 
 
@@ -93,4 +123,37 @@ def cached(reward: Reward, cache_path: str | Path) -> CachedReward:
     return CachedReward(reward, cache_path)
 
 
-__all__ = ["CachedReward", "cached"]
+def cache_path(setting: str | os.PathLike | None) -> Path | None:
+    """The cache file a setting names: None = `$CASCADE_HOME/reward_cache.sqlite`, "off" (also "" or
+    "none", any case) = no cache, anything else = that file.
+
+    >>> cache_path("off") is None, cache_path("/tmp/r.sqlite")
+    (True, PosixPath('/tmp/r.sqlite'))
+    """
+    if setting is None:
+        from spec.paths import cascade_home
+
+        return cascade_home() / DEFAULT_CACHE_FILE
+    if str(setting).strip().lower() in DISABLED:
+        return None
+    return Path(setting)
+
+
+def maybe_cached(reward: Any, path: str | os.PathLike | None) -> Any:
+    """`reward` behind the cache file `path`, or `reward` itself when there is nothing to key on.
+
+    Left as is: no path (cache off), a plain function or an object without `score()` and a string
+    `name` and `version`, an already cached reward, and a cache file that cannot be opened.
+    """
+    if path is None or isinstance(reward, CachedReward) or not callable(getattr(reward, "score", None)):
+        return reward
+    if not (isinstance(getattr(reward, "name", None), str) and isinstance(getattr(reward, "version", None), str)):
+        return reward
+    try:
+        return CachedReward(reward, path)
+    except (OSError, sqlite3.Error) as err:
+        log.warning("reward cache %s unusable (%s): %s scored without it", path, err, reward.name)
+        return reward
+
+
+__all__ = ["DEFAULT_CACHE_FILE", "CachedReward", "cache_path", "cached", "maybe_cached"]

@@ -1,4 +1,11 @@
-"""`cascade verify REWARD --input rows.jsonl --output scored.jsonl`."""
+"""`cascade verify REWARD --input rows.jsonl --output scored.jsonl`.
+
+REWARD is a built-in verifier or the user's own reward by import path (`module:function`) or
+file (`path/to/my_rewards.py:function`), scored the way a training stage would score it (the
+same registry, adapter and failure reasons). A user reward gets every row column except
+`completion` and `prompt`. The summary printed at the end names the reward version used, the
+one the cache and lineage key on, so a score can be traced to the code that gave it.
+"""
 
 from __future__ import annotations
 
@@ -29,15 +36,22 @@ Score completions with a verifier. Input: JSON lines, one row per completion, wi
           relative when float_tol is set). assert: the asserts run against the solution;
           time_limit_s is per case / per assert. Reward 1 only if every test passes.
   swe     golden_patch (+ code_context)  unified diffs; reward in {-1, 0, 1} or a similarity
+Your own reward: `module:function` (importable) or `path/to/file.py:function` (relative to
+the working directory), any `fn(prompts, completions, **columns) -> list[float | None]`,
+or a Reward class; it gets every row column but `completion` and `prompt`; --option binds
+its keyword-only options. A raise, a result of the wrong length or a non-number is a
+recorded score 0 with reason `reward_error`, `wrong_length` or `bad_score`.
 Output: each input row plus `reward` (number) and `reason` (string). A row missing one of
-its reward's columns gets reward 0 and reason `missing_column:<name>`.
+its reward's columns gets reward 0 and reason `missing_column:<name>`. The summary (stderr,
+last line, JSON) gives rows, mean reward, reasons and the reward's `version`.
 """
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("verify", help="score completions with a reward (jsonl in, jsonl out)",
                                    description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("reward", choices=VERIFIERS, metavar="REWARD", help=" | ".join(VERIFIERS))
+    parser.add_argument("reward", metavar="REWARD",
+                        help=" | ".join(VERIFIERS) + " | module:function | path/to/file.py:function")
     parser.add_argument("--input", required=True, type=Path, help="input JSON lines")
     parser.add_argument("--output", required=True, type=Path, help="output JSON lines")
     parser.add_argument("--batch-size", type=int, default=256, help="completions per reward call")
@@ -67,9 +81,11 @@ def _missing(row: dict[str, Any], columns: tuple[str, ...]) -> str | None:
     return None
 
 
-def verify_rows(reward_name: str, rows: list[dict[str, Any]], batch_size: int = 256, cache: Path | None = None,
-                **options: Any) -> list[dict[str, Any]]:
-    """Rows with `reward` and `reason` added (the library form of `cascade verify`)."""
+def load_verifier(reward_name: str, cache: Path | None = None, **options: Any) -> Any:
+    """The reward `cascade verify` scores with (a verifier or a user reward), cached if asked."""
+    if reward_name not in VERIFIERS and ":" not in reward_name:
+        known = "a reward-model reward; verify scores" if reward_name in REWARDS else "unknown reward; use"
+        raise ValueError(f"{reward_name!r}: {known} {', '.join(VERIFIERS)}, module:function or path/to/file.py:function")
     from rewards.registry import get_reward
 
     reward = get_reward(reward_name, **options)
@@ -77,12 +93,25 @@ def verify_rows(reward_name: str, rows: list[dict[str, Any]], batch_size: int = 
         from rewards.cache import cached
 
         reward = cached(reward, cache)
-    entry = REWARDS[reward_name]
-    columns = entry.columns + entry.optional_columns
+    return reward
+
+
+def verify_rows(reward_name: str, rows: list[dict[str, Any]], batch_size: int = 256, cache: Path | None = None,
+                **options: Any) -> list[dict[str, Any]]:
+    """Rows with `reward` and `reason` added (the library form of `cascade verify`)."""
+    return score_rows(reward_name, load_verifier(reward_name, cache, **options), rows, batch_size)
+
+
+def score_rows(reward_name: str, reward: Any, rows: list[dict[str, Any]], batch_size: int = 256) -> list[dict[str, Any]]:
+    """Rows with `reward` and `reason` added by an already built `reward` named `reward_name`."""
+    entry = REWARDS.get(reward_name)
+    required = entry.columns if entry else ()
     out = [dict(row) for row in rows]
+    columns = entry.columns + entry.optional_columns if entry else tuple(
+        sorted({k for row in out for k in row} - {"completion", "prompt"}))
     ready = []
     for row in out:
-        missing = _missing(row, entry.columns)
+        missing = _missing(row, required)
         if missing:
             row["reward"], row["reason"] = 0.0, f"missing_column:{missing}"
         else:
@@ -105,7 +134,8 @@ def handler(args: argparse.Namespace) -> int:
                     rows.append(json.loads(line))
                 except ValueError as err:
                     raise ValueError(f"{args.input}:{n}: not JSON ({err})") from None
-    scored = verify_rows(args.reward, rows, args.batch_size, args.cache, **_options(args.option))
+    reward = load_verifier(args.reward, args.cache, **_options(args.option))
+    scored = score_rows(args.reward, reward, rows, args.batch_size)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with args.output.open("w") as fh:
         for row in scored:
@@ -113,6 +143,7 @@ def handler(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     for row in scored:
         counts[row["reason"]] = counts.get(row["reason"], 0) + 1
-    print(json.dumps({"rows": len(scored), "mean_reward": sum(r["reward"] for r in scored) / max(1, len(scored)),
+    print(json.dumps({"reward": args.reward, "version": reward.version, "rows": len(scored),
+                      "mean_reward": sum(r["reward"] for r in scored) / max(1, len(scored)),
                       "reasons": counts}), file=sys.stderr)
     return 0

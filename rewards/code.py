@@ -190,8 +190,7 @@ class _Budget:
 class CodeReward(Reward):
     """Binary code reward; see the module docstring for the `tests` format and reasons."""
 
-    name = "code"
-    version = "code-2"  # assert verdicts moved out of the candidate's process
+    name = "code"  # version: the source digest of this module, rewards.code_* and sandboxes (Reward.version)
 
     def __init__(self, config: CodeRewardConfig | None = None) -> None:
         self.config = config or CodeRewardConfig()

@@ -45,8 +45,8 @@ Why this shape
 - Reasons are machine-readable: `correct`, `instruction_not_followed:<id>,<id>`,
   `empty_response`, `response_too_long`, plus the errors above. The reward never raises
   (base class).
-- `version` includes mode and level, because they change scores (cache and lineage key
-  on it). Checks are pure, deterministic functions (langdetect is seeded).
+- `version` is this code's source digest plus mode and level, because they change scores
+  (cache and lineage key on it). Checks are pure, deterministic functions (langdetect is seeded).
 - Text measurement (Punkt sentences, words, Treebank tokens, language) lives in
   `ifeval_text.py`; the checks and their kwarg validation in `ifeval_checks.py`.
 """
@@ -63,7 +63,6 @@ from rewards.base import Reward, RewardResult
 from rewards.ifeval_checks import INSTRUCTIONS, BadKwargs
 from rewards.ifeval_text import has_content, visible_text
 
-_VERSION = "2"  # 2: empty/invisible answers, open think blocks, Unicode commas, length cap
 MAX_RESPONSE_CHARS = 20_000
 
 Scorer = Callable[[Sequence[Any], Sequence[str]], Sequence[float]]
@@ -171,9 +170,8 @@ class IFEvalReward(Reward):
                  config: IFEvalConfig | None = None) -> None:
         self.config = config or IFEvalConfig(mode=mode, level=level)  # type: ignore[arg-type]
 
-    @property
-    def version(self) -> str:  # type: ignore[override]
-        return f"{_VERSION}-{self.config.mode}-{self.config.level}"
+    def version_options(self) -> str:
+        return f"{self.config.mode}-{self.config.level}"
 
     def _score_one(self, prompt: Any, completion: str, row: dict[str, Any]) -> RewardResult:
         return self.check(answer_text(completion), row.get("instruction_id_list"), row.get("kwargs"))
@@ -253,10 +251,9 @@ class IFEvalRMReward(Reward):
         self._scorer = scorer
         self.model_path = model_path
 
-    @property
-    def version(self) -> str:  # type: ignore[override]
+    def version_options(self) -> str:
         rm = f"rm={self.model_path}" if self.model_path else "rm=injected"
-        return f"{_VERSION}-{self._if.config.mode}-{rm}"
+        return f"{self._if.config.mode}-{rm}"
 
     def scorer(self) -> Scorer:
         """The reward-model scorer, built from `model_path` on first use."""

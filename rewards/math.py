@@ -276,8 +276,7 @@ class MathReward(Reward):
     ['wrong_answer']
     """
 
-    name = "math"
-    version = "2"  # 2: multiple_answers, restates_question, open think blocks, answer_too_long
+    name = "math"  # version: the source digest of this module and its local imports (Reward.version)
 
     def __init__(self, timeout_s: float = 5.0, workers: int | None = None, pool: VerifierPool | None = None):
         """`timeout_s`: per-check limit; `workers`: verifier processes (default: min(4, cores))."""

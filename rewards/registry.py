@@ -1,15 +1,25 @@
 """Reward names -> classes, imported only when asked for, and the catalog the recipe checks.
 
-Recipes and the CLI name rewards by string (`math`, `code`, ...) or by import path
-(`package.module:attr`, a Reward class, an instance or a plain TRL-style function). The
+Recipes and the CLI name rewards by string (`math`, `code`, ...), by import path
+(`package.module:attr`) or by file (`path/to/my_rewards.py:attr`, relative to the working
+directory; see spec.entry_points): a Reward class, an instance, or any TRL-style callable
+`fn(prompts, completions, **columns) -> list[float | None]`, which `get_reward` wraps in a
+`rewards.function.FunctionReward` (failures become recorded scores with reasons). The
 registry maps each built-in name to a "module:Class" path and imports it in `get_reward`, so
 importing the registry costs nothing (no torch, sandbox or sentence-transformers import at CLI
 start-up).
 
 Options: every reward has an option model, its own `Options` class when it declares one, else
-derived from its constructor's signature (names, types, defaults). `check_reward` validates a
-recipe's options against it without building the reward; `CATALOG` hands that check to the
-recipe loader, so a misspelt option fails at load with its field path, before anything runs.
+derived from its constructor's signature (names, types, defaults), or for a plain function
+from its keyword-only parameters with defaults. `check_reward` validates a recipe's options
+against it without building the reward; `CATALOG` hands that check to the recipe loader, so a
+misspelt option fails at load with its field path, before anything runs.
+
+Versions come from code (spec.hashing.source_version), never by hand: `reward_version(s)`
+give the full version of built rewards (source digest plus what their options change) for
+lineage; `reward_code_versions` gives source digests (and an options hash) without importing
+or building anything, for Dagster `code_version`s at definition time, so editing a reward's
+code makes the stages that use it stale.
 Adding a reward: a Reward subclass in its own module plus one line in `REWARDS`.
 """
 
@@ -74,18 +84,26 @@ def reward_class(name: str) -> Any:
     if ":" in name:
         return _import(name)
     raise UnknownRewardError(f"unknown reward {name!r}; known rewards: {', '.join(sorted(REWARDS))} "
-                             "(or give an import path `module:attr`)")
+                             "(or give an import path `module:attr` or a file `path/to/file.py:attr`)")
 
 
 @lru_cache(maxsize=None)
 def options_model(target: Any) -> type[BaseModel]:
-    """The option model of a reward class: its `Options`, else one derived from `__init__`."""
+    """The option model of a reward: its `Options`, else one derived from a class's `__init__`
+    or a function's keyword-only parameters with defaults (an instance takes none)."""
     explicit = getattr(target, "Options", None)
     if isinstance(explicit, type) and issubclass(explicit, BaseModel):
         return explicit
-    if not isinstance(target, type):  # an instance or a function takes no options
-        return create_model(f"{getattr(target, '__name__', 'reward')}Options", __config__=ConfigDict(extra="forbid"))
-    hints = typing.get_type_hints(target.__init__)
+    if inspect.isroutine(target):
+        from rewards.function import function_options
+
+        hints = _hints(target)
+        kwonly = {n: (_checkable(hints.get(n, Any)), p.default) for n, p in function_options(target).items()}
+        return create_model(f"{getattr(target, '__name__', 'reward')}Options",
+                            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True), **kwonly)
+    if not isinstance(target, type):  # an instance takes no options
+        return create_model(f"{type(target).__name__}Options", __config__=ConfigDict(extra="forbid"))
+    hints = _hints(target.__init__)
     fields: dict[str, Any] = {}
     extra = "forbid"
     for param in list(inspect.signature(target.__init__).parameters.values())[1:]:
@@ -96,6 +114,13 @@ def options_model(target: Any) -> type[BaseModel]:
             fields[param.name] = (_checkable(hints.get(param.name, Any)), default)
     return create_model(f"{target.__name__}Options",
                         __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **fields)
+
+
+def _hints(fn: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation is checked as Any
+        return {}
 
 
 def _checkable(annotation: Any) -> Any:
@@ -125,13 +150,30 @@ def check_reward(name: str, options: dict[str, Any] | None = None) -> None:
 
 
 def get_reward(name: str, **options: Any) -> Any:
-    """Build the reward `name` with validated options (an instance or function is returned as is).
+    """Build the reward `name` with validated options: a Reward (a class is built with the
+    options; an instance is returned as is); any other callable comes wrapped in a
+    FunctionReward named `name` (a function gets the options bound).
 
-    >>> get_reward("swe", similarity="lexical").version
-    '1-lexical'
+    >>> get_reward("swe", similarity="lexical").version.endswith("-lexical")
+    True
     """
+    from rewards.base import Reward
+
     target, values = _validated(name, options)
-    return target(**values) if isinstance(target, type) else target
+    if isinstance(target, type):
+        built = target(**values)
+        if isinstance(built, Reward):
+            return built
+        target, bind = built, False  # a callable object: its options are spent (they only version it)
+    elif isinstance(target, Reward):
+        return target
+    else:
+        bind = True
+    if not callable(target):
+        raise UnknownRewardError(f"reward {name!r}: {type(target).__name__} object is not callable")
+    from rewards.function import FunctionReward
+
+    return FunctionReward(target, name, values, bind=bind)
 
 
 def needs_reward_model(name: str) -> bool:
@@ -150,27 +192,61 @@ class _Catalog:
 CATALOG = _Catalog()
 
 
-def reward_versions(names: Iterable[str] | dict[str, dict[str, Any]]) -> dict[str, str]:
+def _specs(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{name: options} from names, a {name: options} dict or objects with `.name`/`.options`."""
+    if isinstance(specs, dict):
+        return {n: dict(o or {}) for n, o in specs.items()}
+    return {(s if isinstance(s, str) else s.name): ({} if isinstance(s, str) else dict(s.options or {}))
+            for s in specs}
+
+
+def reward_versions(names: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[str, str]:
     """{name: version} for lineage records; a dict maps names to their options (versions
-    can depend on options, e.g. the SWE scorer or the reward model path)."""
-    specs = names if isinstance(names, dict) else {n: {} for n in names}
+    can depend on options, e.g. the SWE scorer or the reward model weights). A Reward class
+    whose options change no score is versioned without being built."""
+    from rewards.base import Reward, class_source_version
+
     out = {}
-    for name, options in specs.items():
+    for name, options in _specs(names).items():
         cls = reward_class(name)
-        version = cls.__dict__.get("version") if isinstance(cls, type) else None
-        out[name] = version if isinstance(version, str) and not options else reward_version(get_reward(name, **(options or {})))
+        if isinstance(cls, type) and issubclass(cls, Reward):
+            static = inspect.getattr_static(cls, "version")
+            if isinstance(static, str) and not options:  # a hand-pinned class (test doubles)
+                out[name] = static
+                continue
+            if static is inspect.getattr_static(Reward, "version") and cls.version_options is Reward.version_options:
+                out[name] = class_source_version(cls)
+                continue
+        out[name] = reward_version(get_reward(name, **options))
     return out
 
 
 def reward_version(reward: Any) -> str:
-    """A reward's `version`; for a plug-in without one, a hash of its source code."""
+    """A reward's `version`; for a bare callable, the source digest of its module."""
     version = getattr(reward, "version", None)
     if isinstance(version, str) and version:
         return version
-    from spec.hashing import stable_hash
+    from rewards.function import FunctionReward
 
-    target = reward if inspect.isfunction(reward) or isinstance(reward, type) else type(reward)
-    try:
-        return "src-" + stable_hash(inspect.getsource(target), 12)
-    except (OSError, TypeError):
-        return "unversioned"
+    return FunctionReward(reward, getattr(reward, "__name__", "reward")).version
+
+
+def reward_code_versions(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[str, str]:
+    """{name: source digest[-options hash]} of rewards, for Dagster `code_version`s.
+
+    Cheap enough for definition time: nothing is imported, built or loaded (no reward model,
+    no sandbox, no user module run); the digest covers the reward's module and the local code
+    it imports (spec.hashing.source_version), so editing it makes the assets that use it stale.
+    `specs`: names, a {name: options} dict, or recipe RewardSpecs.
+    """
+    from spec.hashing import SourceNotFoundError, source_version, stable_hash
+
+    out = {}
+    for name, options in _specs(specs).items():
+        target = REWARDS[name].target if name in REWARDS else name
+        try:
+            digest = source_version(target)
+        except (SourceNotFoundError, EntryPointError):  # not locatable without running it
+            digest = reward_versions({name: options})[name]
+        out[name] = f"{digest}-{stable_hash(options, 8)}" if options else digest
+    return out

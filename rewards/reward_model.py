@@ -292,26 +292,23 @@ class RMReward(Reward):
             raise ValueError("RMReward needs model_path (a trained reward model) or a scorer")
         self.model_path, self.language_penalty, self.min_share = model_path, language_penalty, min_share
         self.echo_penalty = echo_penalty
-        self._scorer, self._batch_size, self._version = scorer, batch_size, None
+        self._scorer, self._batch_size, self._weights = scorer, batch_size, None
 
     @property
     def batch_dependent(self) -> bool:
         return self.language_penalty or self.echo_penalty
 
-    @property
-    def version(self) -> str:  # type: ignore[override]
-        """Changes with the weights (content hash), the penalty and its threshold."""
-        if self._version is None:
-            weights = "injected"
+    def version_options(self) -> str:
+        """The weights (content hash, read once), the penalties and their threshold change scores."""
+        if self._weights is None:
+            self._weights = "injected"
             if self.model_path is not None:
                 digest = hashlib.blake2b(digest_size=8)
                 for f in sorted(Path(self.model_path).glob("*.safetensors")) + [Path(self.model_path) / "config.json"]:
                     digest.update(f.read_bytes())
-                weights = digest.hexdigest()
-            # 2: open think blocks score as empty, script counting hardened, echo penalty
-            self._version = (f"2-{weights}" + (f"-lang{self.min_share}" if self.language_penalty else "")
-                             + ("-echo" if self.echo_penalty else ""))
-        return self._version
+                self._weights = digest.hexdigest()
+        return (self._weights + (f"-lang{self.min_share}" if self.language_penalty else "")
+                + ("-echo" if self.echo_penalty else ""))
 
     def scorer(self) -> Any:
         if self._scorer is None:

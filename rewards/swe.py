@@ -251,13 +251,15 @@ class SweReward(Reward):
     """
 
     name = "swe"
-    version = "2"  # 2: open think blocks, malformed hunks, patch_too_long, size cap, raw diffs keep their last line
 
     def __init__(self, similarity: str | SimilarityScorer = "embedding", threshold: float | None = None, **scorer_options: Any):
         """`similarity`: scorer name or object; `threshold`: similarities below it become 0."""
         self.scorer = make_scorer(similarity, **scorer_options)
         self.threshold = threshold
-        self.version = f"{SweReward.version}-{self.scorer.name}" + (f"-t{threshold}" if threshold is not None else "")
+
+    def version_options(self) -> str:
+        """The scorer and the threshold change scores: `<scorer>[-t<threshold>]`."""
+        return self.scorer.name + (f"-t{self.threshold}" if self.threshold is not None else "")
 
     def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> list[RewardResult]:
         golds, contexts = columns.get("golden_patch"), columns.get("code_context")

@@ -14,6 +14,7 @@ from spec.kinds import DOMAINS, UnknownStageKindError, kind_for_eval_domain
 from spec.train import Settings
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+LEGACY_READER_FORMATS = ("jsonl", "parquet", "hf")  # `format:` values that named a reader
 Domain = Literal[DOMAINS]  # type: ignore[valid-type]
 
 
@@ -31,14 +32,16 @@ class SourceSpec(Settings):
     """Unique source name; becomes the asset `sources/raw_<name>`."""
     domain: Domain
     """Canonical schema the rows are mapped onto (see curation/schemas.py)."""
-    format: str = "jsonl"
-    """File format, a registered reader (curation.sources.READERS): jsonl, parquet, or `hf` (a Hugging Face `datasets` folder, or a hub name when online)."""
+    format: str = "auto"
+    """Row layout, a registered preset (curation.formats.FORMATS): `auto` (detected from the keys of the first rows), `canonical` (canonical field names, renamed by `columns`), `openai` (`messages`), `sharegpt` (`conversations`), `preference` (`chosen`/`rejected`), `llama_nemotron` (`input`/`output`/`reasoning`), `nemotron_v1` (`messages` + `reasoning`). Rows are mapped onto the canonical schema of `domain`; reference columns (`answer`, `tests`, ...) are still read by canonical name or `columns`. The old values `jsonl`, `parquet` and `hf` still load: they mean `reader: <value>` with `format: canonical`."""
+    reader: str = "auto"
+    """File type, a registered reader (curation.sources.READERS): `auto` (from the path: `.jsonl`, `.jsonl.gz`, `.json` -> jsonl; `.parquet` -> parquet; a `datasets` save_to_disk folder -> `hf`; a folder of parquet files in hub layout -> `hub_parquet`), `jsonl`, `parquet`, `hf` (a `datasets` folder, or a hub name when online) or `hub_parquet`."""
     path: str
     """File or folder; relative paths resolve against the recipe file; `${CASCADE_HOME}` expands."""
     columns: dict[str, str] = Field(default_factory=dict)
     """Canonical field -> source column, for sources whose names differ."""
     split: str | None = None
-    """Split to read for `hf` sources."""
+    """Split to read for `hf` and `hub_parquet` sources (`hub_parquet` default: `train`)."""
     generate: str | None = None
     """Built-in sample generator that writes `path` when it is missing (offline default data)."""
     limit: int | None = Field(default=None, gt=0)
@@ -46,13 +49,33 @@ class SourceSpec(Settings):
 
     _v_name = field_validator("name")(check_name)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_format(cls, data: Any) -> Any:
+        """`format: jsonl|parquet|hf` (before layouts existed) means that reader, canonical layout."""
+        if isinstance(data, dict) and data.get("format") in LEGACY_READER_FORMATS:
+            reader = data.get("reader", "auto")
+            if reader not in ("auto", data["format"]):
+                raise ValueError(f"format {data['format']!r} is a reader, and `reader` says {reader!r}")
+            data = {**data, "format": "canonical", "reader": data["format"]}
+        return data
+
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: str, info: ValidationInfo) -> str:
-        formats = (info.context or {}).get("source_formats")
-        if formats is not None and value not in formats:
-            raise ValueError(f"unknown format {value!r}; known: {', '.join(sorted(formats))}")
-        return value
+        return _registered(value, (info.context or {}).get("source_formats"), "format")
+
+    @field_validator("reader")
+    @classmethod
+    def _known_reader(cls, value: str, info: ValidationInfo) -> str:
+        return _registered(value, (info.context or {}).get("source_readers"), "reader")
+
+
+def _registered(value: str, known: Any, what: str) -> str:
+    """`value` when it is `auto` or registered (no registry given: anything goes)."""
+    if known is not None and value != "auto" and value not in known:
+        raise ValueError(f"unknown {what} {value!r}; known: auto, {', '.join(sorted(known))}")
+    return value
 
 
 class BenchmarkSpec(Settings):

@@ -6,6 +6,13 @@
   relative name (Hugging Face datasets and model folders are folders).
 - `code_hash(*packages)`: blake2b over a package's source files, so editing library code
   makes exactly the assets that run it stale.
+- `source_version(target)`: the digest of the code behind one `module:attr` or
+  `path/file.py:attr` (its module, the local modules it imports, transitively, found by an
+  `ast` walk without running anything, and its package's files for code outside this repo).
+  Rewards are versioned by it, built-in and user-written alike, so a reward's version changes
+  exactly when code it runs changes, never by hand. Why an import walk rather than a whole
+  package: editing rewards/math.py must not re-version the code reward (and restale its
+  stages); why not the module alone: math's verdicts also come from curation/chat.py.
 
 Table contents are hashed column by column in `curation.versioning.content_hash`, which needs
 pyarrow's buffers; everything else hashes here.
@@ -13,8 +20,14 @@ pyarrow's buffers; everything else hashes here.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.machinery
+import importlib.util
+import inspect
 import json
+import sys
+import sysconfig
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -65,3 +78,251 @@ def code_hash(*packages: str) -> str:
 def code_version(packages: Sequence[str], config: Any) -> str:
     """Code version of a piece of work: the library code it runs + the config slice it reads."""
     return f"{code_hash(*packages)}-{stable_hash(config, 8)}"
+
+
+# --- Source versions: the digest of the code behind a `module:attr` / `file.py:attr` target ---
+
+PLATFORM_PACKAGES = ("spec", "curation", "sandboxes", "rewards", "trainer", "assets", "dagster_project")
+"""This repository's packages: imports of them are followed into REPO_ROOT from any code."""
+_SITE_DIRS = ("site-packages", "dist-packages")
+
+
+class SourceNotFoundError(ValueError):
+    """A target whose source file cannot be located without running it (built-in, C, REPL)."""
+
+
+def _read(path: Path) -> bytes:
+    """A file's bytes (one function, so tests can fake an edit)."""
+    return path.read_bytes()
+
+
+# Per process, keyed by file and its (mtime, size): an edited file is re-read, others are not.
+_FILES: dict[Path, tuple[tuple[int, int], str, tuple[tuple[int, str], ...]]] = {}
+
+
+def _scan(path: Path) -> tuple[str, tuple[tuple[int, str], ...]]:
+    """(content digest, imports as (level, dotted name)) of a file, cached while it is unchanged."""
+    stat = path.stat()
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    known = _FILES.get(path)
+    if known and known[0] == stamp:
+        return known[1], known[2]
+    data = _read(path)
+    imports: list[tuple[int, str]] = []
+    if path.suffix == ".py":
+        try:
+            tree = ast.parse(data, filename=str(path))
+        except (SyntaxError, ValueError):  # still versioned by its bytes
+            tree = ast.Module(body=[], type_ignores=[])
+        for node in ast.walk(tree):  # every import, lazy ones inside functions included
+            if isinstance(node, ast.Import):
+                imports += [(0, alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                imports.append((node.level, base))
+                imports += [(node.level, f"{base}.{a.name}" if base else a.name) for a in node.names if a.name != "*"]
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    _FILES[path] = (stamp, digest, tuple(imports))
+    return digest, tuple(imports)
+
+
+def _walk_module(root: Path, dotted: str) -> list[Path]:
+    """The files Python runs to import `dotted` from `root`: each package's __init__, then the module."""
+    files, folder = [], root
+    for part in dotted.split("."):
+        if (folder / part / "__init__.py").is_file():
+            folder = folder / part
+            files.append(folder / "__init__.py")
+        elif (folder / f"{part}.py").is_file():
+            files.append(folder / f"{part}.py")
+            break  # anything after a module is an attribute
+        elif (folder / part).is_dir():  # namespace package
+            folder = folder / part
+        else:
+            break
+    return files
+
+
+class _Scope:
+    """Where a target's local imports resolve: its home folder and this repository's packages."""
+
+    def __init__(self, file: Path) -> None:
+        top = file.parent
+        while (top / "__init__.py").is_file() and (top.parent / "__init__.py").is_file():
+            top = top.parent
+        self.package = top if (top / "__init__.py").is_file() else None  # its top-level package
+        self.home = top.parent if self.package else file.parent
+        self.platform = any(_under(file, REPO_ROOT / p) for p in PLATFORM_PACKAGES)
+        self.own = self.package.name if self.package else file.stem
+        self.site = _installed(self.home)  # installed code: never follow into its neighbours
+
+    def roots(self, top: str) -> list[Path]:
+        """Folders an import of top-level name `top` is looked up in (none: not local code)."""
+        if top in PLATFORM_PACKAGES and (REPO_ROOT / top).exists():
+            return [REPO_ROOT]
+        if self.platform or (self.site and top != self.own):
+            return []
+        return [self.home]
+
+    def label(self, path: Path) -> str:
+        """A file's name in the digest: relative to the folder it was found from."""
+        for base in (REPO_ROOT, self.home) if self.platform else (self.home, REPO_ROOT):
+            if _under(path, base):
+                return path.relative_to(base).as_posix()
+        return path.name
+
+
+def _installed(folder: Path) -> bool:
+    """Whether `folder` is where Python installs code (site-packages, the standard library)."""
+    paths = sysconfig.get_paths()
+    return folder.name in _SITE_DIRS or any(
+        folder == Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _package_parts(path: Path, scope: _Scope) -> list[str]:
+    """The dotted package of a file (for relative imports), from the folder it lives under."""
+    for base in (REPO_ROOT, scope.home) if scope.platform else (scope.home, REPO_ROOT):
+        if _under(path, base):
+            return list(path.relative_to(base).parent.parts)
+    return []
+
+
+def _locate(target: str) -> Path:
+    """The source file of a target's module, found without running it."""
+    from spec.entry_points import is_file_target, split_target, target_path
+
+    module = split_target(target)[0] if ":" in target else target
+    if is_file_target(target):
+        path = target_path(module)
+        if not path.is_file():
+            raise SourceNotFoundError(f"{target!r}: no file {path}")
+        return path
+    loaded = sys.modules.get(module)
+    origin = getattr(loaded, "__file__", None) if loaded else None
+    if origin is None:
+        origin = _find_source(module)
+    if origin is None or not Path(origin).is_file():
+        raise SourceNotFoundError(f"{target!r}: cannot locate the source of module {module!r}")
+    return Path(origin).resolve()
+
+
+def _find_source(module: str) -> str | None:
+    """The .py file of a dotted module name, found without importing it or its packages.
+
+    The top level goes through importlib's finders (which run nothing); below it, the
+    package folders are searched directly, as the import system would, for source modules.
+    """
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if not rest:
+        return spec.origin if spec.has_location else None
+    folders = [Path(p) for p in (spec.submodule_search_locations or [])]
+    for i, part in enumerate(rest):
+        last, below = i == len(rest) - 1, []
+        for folder in folders:
+            if (folder / part / "__init__.py").is_file():
+                if last:
+                    return str(folder / part / "__init__.py")
+                below = [folder / part]
+                break
+            if (folder / f"{part}.py").is_file():
+                return str(folder / f"{part}.py") if last else None
+            if (folder / part).is_dir():  # a namespace package spans every folder holding it
+                below.append(folder / part)
+        folders = below
+    return None
+
+
+def source_files(target: str) -> list[Path]:
+    """Every file a target's version covers, sorted.
+
+    The target's module file, the modules it imports that are local (transitively, by an
+    `ast` walk of its `import` / `from ... import` statements, lazy ones included, never
+    running anything) and, for code outside this repository that lives in a package, every
+    file of that package. "Local" means: this repository's packages (PLATFORM_PACKAGES), and
+    for other code the modules beside it (its folder, or the folder holding its package),
+    except in site-packages. Dynamic imports (`importlib.import_module(name)`) are not seen.
+    """
+    return _closure(_locate(target))
+
+
+def _closure(root: Path) -> list[Path]:
+    scope = _Scope(root)
+    found: set[Path] = {root}
+    if scope.package is not None and not scope.platform:  # all its files (installed: its sources)
+        found |= {p.resolve() for p in scope.package.rglob("*.py" if scope.site else "*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")}
+    todo = [p for p in found if p.suffix == ".py"]
+    seen = set(todo)
+    while todo:
+        path = todo.pop()
+        package = _package_parts(path, scope)
+        for level, name in _scan(path)[1]:
+            if level:  # relative: from the file's package, `level - 1` folders up
+                if level - 1 > len(package):
+                    continue
+                name = ".".join([*package[:len(package) - level + 1], *([name] if name else [])])
+            if not name:
+                continue
+            for base in scope.roots(name.split(".")[0]):
+                for f in _walk_module(base, name):
+                    f = f.resolve()
+                    found.add(f)
+                    if f not in seen:
+                        seen.add(f)
+                        todo.append(f)
+    return sorted(found)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+# root file -> (stamps of its files and of their folders, digest). A folder's stamp changes
+# when a file appears in it, so a new sibling module or package file is noticed too.
+_DIGESTS: dict[Path, tuple[tuple[tuple[Path, tuple[int, int] | None], ...], str]] = {}
+
+
+def source_version(target: str, length: int = 12) -> str:
+    """Digest of the source code behind `target` (`module`, `module:attr`, `path/file.py[:attr]`).
+
+    Covers `source_files(target)`, each under its name relative to its home folder (moving a
+    checkout does not change versions). Cached per process and re-checked on every call by
+    the files' (and their folders') mtime and size, so an edit is seen at once, even by a
+    long-lived process, and an unchanged module costs a few `stat`s. Built-in and user
+    rewards are versioned by this same function, so editing rewards/math.py changes math's
+    version and not code's.
+    """
+    root = _locate(target)
+    known = _DIGESTS.get(root)
+    if known is None or any(_stamp(p) != stamp for p, stamp in known[0]):
+        scope, files = _Scope(root), _closure(root)
+        h = hashlib.blake2b(digest_size=16)
+        for path in files:
+            h.update(scope.label(path).encode() + b"\0" + _scan(path)[0].encode() + b"\n")
+        watched = sorted({*files, *(f.parent for f in files)})
+        known = _DIGESTS[root] = (tuple((p, _stamp(p)) for p in watched), h.hexdigest())
+    return known[1][:length]
+
+
+def object_source_version(obj: Any, length: int = 12) -> str:
+    """`source_version` of the module that defines `obj` (a class, function or instance)."""
+    target = obj if inspect.isclass(obj) or inspect.isroutine(obj) else type(obj)
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if not path:
+        raise SourceNotFoundError(f"{obj!r}: its module has no source file")
+    return source_version(str(Path(path).resolve()), length)

@@ -45,6 +45,9 @@ class StageKind:
     """Reward that scores `eval_domain` (an eval benchmark's `eval_domain` picks it)."""
     description: str = ""
     """One line for the UI and the docs."""
+    cascade_position: int | None = None
+    """Place in the Cascade RL order (RLHF 1 → IF 2 → math 3 → code 4 → SWE 5): a recipe lists its RL
+    stages in this order unless it sets `stage_order: custom`; None (a kind you add) may go anywhere."""
 
     @property
     def domain(self) -> str:
@@ -109,18 +112,18 @@ register_stage_kind(StageKind(
     "reward_model", "reward_model", ("preference",), "rewards.reward_model:train_reward_model",
     description="Bradley-Terry scalar reward model trained on preference pairs."))
 register_stage_kind(StageKind(
-    "rlhf", "rl", ("chat", "preference"), _GRPO, default_rewards=("rm",), eval_domain="rm", eval_reward="rm",
+    "rlhf", "rl", ("chat", "preference"), _GRPO, default_rewards=("rm",), eval_domain="rm", eval_reward="rm", cascade_position=1,
     description="RLHF: GRPO against the reward model."))
 register_stage_kind(StageKind(
     "if", "rl", ("instruction",), _GRPO, prompt_columns=("instruction_id_list", "kwargs"),
-    default_rewards=("ifeval",), eval_domain="ifeval", eval_reward="ifeval",
+    default_rewards=("ifeval",), eval_domain="ifeval", eval_reward="ifeval", cascade_position=2,
     description="Instruction-following RL with IFEval-style verifiers."))
 register_stage_kind(StageKind(
     "math", "rl", ("math", "science"), _GRPO, prompt_columns=("answer",), default_rewards=("math",),
-    eval_domain="math", eval_reward="math", description="Math RL with a symbolic answer verifier."))
+    eval_domain="math", eval_reward="math", cascade_position=3, description="Math RL with a symbolic answer verifier."))
 register_stage_kind(StageKind(
     "code", "rl", ("code",), _GRPO, prompt_columns=("tests",), default_rewards=("code",),
-    eval_domain="code", eval_reward="code", description="Code RL: sandboxed unit tests."))
+    eval_domain="code", eval_reward="code", cascade_position=4, description="Code RL: sandboxed unit tests."))
 register_stage_kind(StageKind(
     "swe", "rl", ("swe",), _GRPO, prompt_columns=("golden_patch", "code_context"), default_rewards=("swe",),
-    eval_domain="swe", eval_reward="swe", description="SWE RL: execution-free patch similarity."))
+    eval_domain="swe", eval_reward="swe", cascade_position=5, description="SWE RL: execution-free patch similarity."))

@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Collection, Literal, Protocol
+from typing import Annotated, Any, Collection, Literal, Protocol, Sequence
 
 import yaml
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
-from spec.data import BenchmarkSpec, CurationConfig, SourceSpec, check_name
+from spec.entry_points import is_file_target
+from spec.generation import GenerationSpec
+from spec.data import BenchmarkSpec, CurationConfig, Domain, SourceSpec, check_name
 from spec.kinds import UnknownStageKindError, stage_kind, stage_kinds
-from spec.paths import DEFAULT_RECIPE, REPO_ROOT, cascade_home
+from spec.overrides import OverrideError, apply_overrides
+from spec.paths import DEFAULT_RECIPE
+from spec.recipe_checks import recipe_problems, resolve_path
 from spec.train import GRPOSettings, RewardSpec, RMSettings, Settings, SFTSettings
 
 
@@ -63,11 +67,11 @@ class SFTStageSpec(Settings):
     """Stage and checkpoint asset name (e.g. `sft_stage1`)."""
     sources: list[str]
     """Sources blended into this stage's corpus."""
-    upsample: dict[str, float] = Field(default_factory=dict)
+    upsample: dict[Domain, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     """Per-domain upsampling factor (the paper's stage 2: science 2x, swe 3x)."""
     max_tokens: int = Field(default=16384, gt=0)
     """Drop rows longer than this many policy tokens."""
-    min_answer_tokens: dict[str, int] = Field(default_factory=dict)
+    min_answer_tokens: dict[Domain, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     """Per-domain: drop rows whose response is shorter (the paper: stage-2 math under 2K)."""
     train: SFTSettings = Field(default_factory=SFTSettings)
     """Trainer settings (`sft_stages[].train` below)."""
@@ -158,6 +162,8 @@ class Recipe(Settings):
     """Decontamination targets; those with `eval_domain` are also held-out eval sets."""
     curation: CurationConfig = Field(default_factory=CurationConfig)
     """Decontamination, deduplication and the SWE split."""
+    generations: list[GenerationSpec] = Field(default_factory=list)
+    """Model outputs made as assets (teacher sampling + rejection, pass-rate filtering, SWE patches); stages list them in `sources:`."""
     sft_stages: list[SFTStageSpec] = Field(default_factory=list)
     """SFT stages, in order (kind `sft`)."""
     reward_model: RewardModelSpec | None = None
@@ -166,63 +172,58 @@ class Recipe(Settings):
     """RL stages, in cascade order, each of a registered RL kind."""
     evals: EvalSpec = Field(default_factory=EvalSpec)
     """Held-out evaluation and the no-forgetting gate."""
+    stage_order: Literal["cascade", "custom"] = "cascade"
+    """`cascade`: RL stages must follow the Cascade RL order (RLHF → IF → math → code → SWE; kinds you
+    register may go anywhere); `custom`: the recipe reorders deliberately (e.g. Cascade 2's order)."""
     path: Path | None = Field(default=None, exclude=True)
     """File the recipe was loaded from (relative paths resolve against its folder)."""
 
-    @model_validator(mode="after")
-    def _cross_references(self, info: ValidationInfo) -> "Recipe":
-        _unique([s.name for s in self.sources], "sources")
-        _unique([b.name for b in self.benchmarks], "benchmarks")
-        stage_names = [s.name for s in self.sft_stages] + [s.name for s in self.rl_stages]
-        if self.reward_model:
-            stage_names.append(self.reward_model.name)
-        _unique(stage_names, "stages")
-        by_name = {s.name: s for s in self.sources}
-        for i, stage in enumerate(self.sft_stages):
-            _known(stage.sources, by_name, f"sft_stages.{i}.sources", stage_kind("sft").source_domains)
-        if self.reward_model:
-            _known(self.reward_model.sources, by_name, "reward_model.sources", stage_kind("reward_model").source_domains)
-        for i, stage in enumerate(self.rl_stages):
-            _known(stage.sources, by_name, f"rl_stages.{i}.sources", stage_kind(stage.kind).source_domains)
-        catalog = _catalog(info)
-        uses_rm = catalog is not None and any(
-            catalog.needs_reward_model(r.name) for s in self.rl_stages for r in s.rewards)
-        if uses_rm and self.reward_model is None:
-            raise ValueError("rl_stages: a stage uses the `rm` reward but `reward_model` is not declared")
-        return self
+    _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """`--set` overrides applied at load ({canonical field path: value}); lineage records them."""
+        return dict(self._overrides)
 
     def resolve(self, path: str) -> Path:
         """Expand `${CASCADE_HOME}` and resolve relative paths against the recipe's folder."""
-        expanded = path.replace("${CASCADE_HOME}", str(cascade_home()))
-        p = Path(os.path.expanduser(expanded))
-        if not p.is_absolute():
-            p = (self.path.parent if self.path else REPO_ROOT) / p
-        return p
+        return resolve_path(path, self.path)
 
     def source(self, name: str) -> SourceSpec:
-        """The source called `name`."""
+        """The source called `name` (for a generation: the source it prompts)."""
+        generation = self.generation(name)
+        name = generation.input if generation else name
         return next(s for s in self.sources if s.name == name)
 
-
-def _unique(names: list[str], where: str) -> None:
-    seen = set()
-    for n in names:
-        if n in seen:
-            raise ValueError(f"{where}: name {n!r} is used twice")
-        seen.add(n)
+    def generation(self, name: str) -> GenerationSpec | None:
+        """The generation called `name`, or None when `name` is a plain source."""
+        return next((g for g in self.generations if g.name == name), None)
 
 
-def _known(refs: list[str], sources: dict[str, SourceSpec], where: str, domains: tuple[str, ...]) -> None:
-    for j, ref in enumerate(refs):
-        if ref not in sources:
-            raise ValueError(f"{where}.{j}: unknown source {ref!r} (known: {sorted(sources)})")
-        if sources[ref].domain not in domains:
-            raise ValueError(f"{where}.{j}: source {ref!r} has domain {sources[ref].domain!r}; "
-                             f"this stage takes {sorted(domains)}")
+def _absolute_reward_files(data: dict, recipe_path: Path | None) -> dict:
+    """Reward names given as `file.py:function` resolve against the recipe's folder, like data paths."""
+
+    def fix(spec: Any) -> Any:
+        name = spec if isinstance(spec, str) else spec.get("name") if isinstance(spec, dict) else None
+        if not isinstance(name, str) or not is_file_target(name):
+            return spec
+        module, attr = name.rsplit(":", 1)
+        absolute = f"{resolve_path(module, recipe_path)}:{attr}"
+        return absolute if isinstance(spec, str) else {**spec, "name": absolute}
+
+    out = dict(data)
+    if isinstance(data.get("rl_stages"), list):
+        out["rl_stages"] = [{**s, "rewards": [fix(r) for r in s["rewards"]]}
+                            if isinstance(s, dict) and isinstance(s.get("rewards"), list) else s
+                            for s in data["rl_stages"]]
+    if isinstance(data.get("generations"), list):
+        out["generations"] = [{**g, "verify": fix(g["verify"])} if isinstance(g, dict) and g.get("verify") else g
+                              for g in data["generations"]]
+    return out
 
 
-def format_validation_error(err: ValidationError) -> str:
-    """One line per error: `field.path: message (got value)`."""
+def validation_lines(err: ValidationError) -> list[str]:
+    """One line per pydantic error: `field.path: message (got value)`."""
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
@@ -230,34 +231,61 @@ def format_validation_error(err: ValidationError) -> str:
         if loc and isinstance(e.get("input"), (str, int, float, bool)):
             msg += f" (got {e['input']!r})"
         lines.append(f"{loc}: {msg}" if loc else msg)
-    return "invalid recipe:\n  " + "\n  ".join(lines)
+    return lines
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """The recipe error message of a pydantic error."""
+    return "invalid recipe:\n  " + "\n  ".join(validation_lines(err))
 
 
 def parse_recipe(data: Any, path: Path | None = None, rewards: RewardCatalog | None = None,
-                 formats: Collection[str] | None = None) -> Recipe:
-    """Validate a recipe mapping; raises RecipeError naming each bad field.
+                 formats: Collection[str] | None = None, readers: Collection[str] | None = None,
+                 overrides: Sequence[str] = ()) -> Recipe:
+    """Validate a recipe mapping; raises RecipeError naming every bad field at once.
 
-    `rewards` and `formats` (the registered source readers) come from the libraries that own
-    them; without them those names are only checked for shape.
+    `rewards`, `formats` (row layouts) and `readers` (file types) come from the libraries that
+    own them; without them those names are only checked for shape. `overrides` are `--set`
+    strings applied before validation (spec.overrides).
     """
     if not isinstance(data, dict):
         raise RecipeError("invalid recipe: the top level must be a mapping")
     try:
-        recipe = Recipe.model_validate(data, context={"reward_catalog": rewards, "source_formats": formats})
+        data, applied = apply_overrides(data, overrides)
+    except OverrideError as err:
+        raise RecipeError(f"invalid recipe: {err}") from None
+    data = _absolute_reward_files(data, path)
+    problems: list[str] = []
+    recipe = None
+    try:
+        recipe = Recipe.model_validate(data, context={"reward_catalog": rewards, "source_formats": formats,
+                                                      "source_readers": readers})
     except ValidationError as err:
-        raise RecipeError(format_validation_error(err)) from None
+        problems += validation_lines(err)
+    needs_rm = rewards.needs_reward_model if rewards is not None else None
+    problems += [p for p in recipe_problems(data, path, needs_rm) if p not in problems]
+    if problems or recipe is None:
+        where = f" {path}" if path else ""
+        raise RecipeError(f"invalid recipe{where} ({len(problems)} problem{'s' * (len(problems) != 1)}):\n  "
+                          + "\n  ".join(problems))
     recipe.path = path
+    recipe._overrides = applied
     return recipe
 
 
 def load_recipe(path: str | Path | None = None, rewards: RewardCatalog | None = None,
-                formats: Collection[str] | None = None) -> Recipe:
+                formats: Collection[str] | None = None, readers: Collection[str] | None = None,
+                overrides: Sequence[str] = ()) -> Recipe:
     """Load and validate a recipe file (default: `$CASCADE_RECIPE` or recipes/default.yaml)."""
     path = Path(path or os.environ.get("CASCADE_RECIPE") or DEFAULT_RECIPE).resolve()
     try:
         data = yaml.safe_load(path.read_text())
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise RecipeError(f"recipe not found: {path}") from None
+    except PermissionError:
+        raise RecipeError(f"recipe {path} is not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise RecipeError(f"recipe {path} is not UTF-8 text") from None
     except yaml.YAMLError as err:
         raise RecipeError(f"recipe {path} is not valid YAML: {err}") from None
-    return parse_recipe(data, path, rewards, formats)
+    return parse_recipe(data, path, rewards, formats, readers, overrides)

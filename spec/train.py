@@ -205,11 +205,12 @@ class RewardSpec(Settings):
     """
 
     name: str = Field(min_length=1)
-    """Built-in reward name (`math`, `ifeval`, `code`, `swe`, `rm`, `ifeval_rm`) or `module:attr`."""
-    weight: float = 1.0
-    """Weight of this reward in the stage's weighted sum."""
+    """Built-in reward name (`math`, `ifeval`, `code`, `swe`, `rm`, `ifeval_rm`), `module:function` or `path/to/file.py:function` (relative to the recipe's folder): any `fn(prompts, completions, **columns) -> list[float | None]`; its version is a hash of its source."""
+    weight: float = Field(default=1.0, ge=0)
+    """Weight of this reward in the stage's weighted sum (non-negative: a reward that should push down is
+    written as a reward that scores the behaviour low, so its reasons stay readable)."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Keyword options of the reward, validated against the reward's own option model (e.g. `mode: loose`)."""
+    """Keyword options, validated against the reward's own option model (e.g. `mode: loose`); a function's options are its keyword-only parameters with defaults."""
 
     @model_validator(mode="before")
     @classmethod

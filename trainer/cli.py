@@ -1,4 +1,10 @@
-"""`cascade train sft|grpo --config PATH [--resume]`: one stage outside Dagster."""
+"""`cascade train sft|grpo --config PATH [--resume]`: one stage outside Dagster.
+`cascade audit CHECKPOINT [--json] [--examples N]`: summary of an RL checkpoint's rollouts.parquet.
+
+CHECKPOINT is a checkpoint folder, its rollouts.parquet, or a stage name (the newest finished
+folder under $CASCADE_HOME/checkpoints/<stage>/). A checkpoint without the table is an error
+(FileNotFoundError, which `cascade` reports with exit status 2).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,22 @@ import argparse
 import json
 import sys
 
+TRAIN_HELP = "run one SFT or GRPO stage from a YAML config"
+AUDIT_HELP = "summarize an RL checkpoint's per-rollout rewards (score distribution, reasons, examples)"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("train", help="run one SFT or GRPO stage from a YAML config",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser("train", help=TRAIN_HELP, description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=("sft", "grpo"), help="stage kind")
     parser.add_argument("--config", required=True, help="YAML file with SFTConfig / GRPOConfig fields")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
     parser.set_defaults(func=handler)
+    audit = subparsers.add_parser("audit", help=AUDIT_HELP, description="\n".join(__doc__.splitlines()[1:]),
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    audit.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint folder, rollouts.parquet, or stage name")
+    audit.add_argument("--json", action="store_true", help="print the summary as JSON")
+    audit.add_argument("--examples", type=int, default=2, metavar="N", help="examples shown per reason (default 2)")
+    audit.set_defaults(func=audit_handler)
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -26,6 +40,21 @@ def handler(args: argparse.Namespace) -> int:
     result = run_stage(args.kind, config)
     print(json.dumps({"output_dir": str(result.output_dir), "lineage": str(result.lineage_path),
                       "metrics": str(result.metrics_path)}))
+    return 0
+
+
+def audit_handler(args: argparse.Namespace) -> int:
+    from trainer.rollout_audit import (
+        format_summary,
+        resolve_checkpoint,
+        summarize_rollouts,
+    )
+
+    summary = summarize_rollouts(resolve_checkpoint(args.checkpoint), examples_per_reason=args.examples)
+    if args.json:
+        print(json.dumps(summary, indent=1, ensure_ascii=False))
+    else:
+        sys.stdout.write(format_summary(summary))
     return 0
 
 

@@ -26,6 +26,10 @@ class ConfigError(ValueError):
     """A config file that does not validate; the message names every bad field."""
 
 
+UNHASHED = {"resume", "reward_cache"}
+"""Run fields that never change a stage's result, so they are left out of its config hash."""
+
+
 class RunFields(BaseModel):
     """Fields of a stage run that are not hyperparameters (the platform fills them from the recipe)."""
 
@@ -45,8 +49,8 @@ class RunFields(BaseModel):
     """The platform's lineage keys for this output (asset, data_version, code_version, inputs)."""
 
     def config_hash(self) -> str:
-        """Stable hash of everything that changes the result (`resume` excluded)."""
-        return stable_hash(self.model_dump(mode="json", exclude={"resume"}), 32)
+        """Stable hash of everything that changes the result (`resume` and `reward_cache` excluded)."""
+        return stable_hash(self.model_dump(mode="json", exclude=UNHASHED), 32)
 
 
 class SFTConfig(SFTSettings, RunFields):
@@ -58,6 +62,8 @@ class GRPOConfig(GRPOSettings, RunFields):
 
     rewards: list[RewardSpec] = Field(min_length=1)
     """Rewards of the weighted sum: `{name, weight, options}` each (a plain name is `{name: ...}`)."""
+    reward_cache: str | None = None
+    """Reward cache (sqlite) every rollout's score goes through, keyed by reward name + version, prompt, completion and row columns: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with the evals), `"off"` or `""` = no cache. Not in the config hash: a cached score is the score."""
 
 
 CONFIG_KINDS: dict[str, type[RunFields]] = {"sft": SFTConfig, "grpo": GRPOConfig}

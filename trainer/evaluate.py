@@ -12,6 +12,9 @@ Why the standard error: the no-forgetting check tolerates max(2 points, 2 stderr
 sets do not block on noise; stderr = population std / sqrt(n).
 Rows whose reward is None ("not applicable") are counted under their reason but excluded from the
 mean and from n.
+Scores go through the reward cache (rewards.cache), the same file as training by default
+(`$CASCADE_HOME/reward_cache.sqlite`): re-evaluating a checkpoint, or another checkpoint that
+answers a row identically, does not re-run the verifier. Batch-dependent rewards pass through.
 
 Dagster-free; torch/transformers are imported only when a checkpoint is actually evaluated.
 """
@@ -21,8 +24,9 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -89,12 +93,19 @@ def render_prompts(prompts: Sequence[str], mode: str) -> list[str]:
     return [render_prompt(p, mode) for p in prompts]
 
 
-def score_completions(eval_set: EvalSet, completions: Sequence[str]) -> dict[str, Any]:
-    """Score one mode's completions (aligned with the table rows) and aggregate them."""
+def score_completions(eval_set: EvalSet, completions: Sequence[str],
+                      reward_cache: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Score one mode's completions (aligned with the table rows) and aggregate them.
+
+    `reward_cache` as GRPOConfig.reward_cache: None = the shared default file, "off" = no cache.
+    """
+    from rewards.cache import cache_path, maybe_cached
+
     table = eval_set.table
     columns = {c: table.column(c).to_pylist() for c in REWARD_COLUMNS if c in table.column_names}
+    reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
     agg = EvalScore()
-    for result in eval_set.reward.score(table.column("prompt").to_pylist(), list(completions), **columns):
+    for result in reward.score(table.column("prompt").to_pylist(), list(completions), **columns):
         agg.add(result)
     return agg.as_dict()
 
@@ -108,10 +119,12 @@ def evaluate_checkpoint(
     seed: int = 0,
     rollout_engine: str = "hf",
     vllm_options: dict[str, Any] | None = None,
+    reward_cache: str | os.PathLike | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Evaluate `checkpoint_dir` on every set in every mode -> {domain: {mode: {score, stderr, n, reasons}}}.
 
     `rollout_engine` is "hf" (CPU/GPU) or "vllm" (GPU, [gpu] extra); `seed` resolves exact logit ties.
+    `reward_cache`: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with training), "off" = none.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -139,7 +152,7 @@ def evaluate_checkpoint(
         for mode in eval_set.modes or modes:
             texts = render_prompts(prompts, mode)
             completions = generate_greedy(engine, tokenizer, texts, max_new_tokens, seed)
-            results[domain][mode] = score_completions(eval_set, completions)
+            results[domain][mode] = score_completions(eval_set, completions, reward_cache)
     return results
 
 

@@ -5,13 +5,15 @@ rollouts; no old-policy or reference forward by default (ratio 1, no KL); the tr
 skips rollouts whose loss weight is zero (zero advantage, filtered, overlong) since they cannot
 move the weights, computes each prompt once for all its trained completions
 (`build_group_batch`), and runs the LM head only on completion tokens.
+
+Rewards are scored by trainer.scoring (behind the reward cache, keeping each RewardResult's
+reason); every rollout with its per-reward results is recorded in the checkpoint's audit table
+(trainer.rollout_audit), and cache hits/misses per step go to the metrics.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-import threading
 import time
 from typing import Any
 
@@ -19,66 +21,18 @@ from trainer.backend_api import check_finite
 from trainer.batching import build_group_batch, target_logprobs
 from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout
+from trainer.rollout_audit import RolloutAudit, reward_entry
+from trainer.scoring import (
+    cache_counts,
+    load_rewards,
+    score_results,
+    score_reward,
+    scorers,
+)
+
+__all__ = ["GRPOTrainer", "group_advantages", "load_rewards", "score_reward"]  # the last two live in trainer.scoring
 
 _ZERO_STD = 1e-6  # below this a group's rewards count as equal (no signal)
-
-
-def load_rewards(specs: list[Any]) -> tuple[list[Any], list[float], list[dict[str, Any]]]:
-    """(reward objects, weights, lineage records) of a stage's typed reward specs.
-
-    Names resolve through rewards.registry (built-ins, or `module:attr` plug-ins); every record
-    carries the reward's version (its own, or a hash of its source code) so lineage names the
-    exact reward code that scored the stage.
-    """
-    from rewards.registry import get_reward, reward_version
-
-    rewards = [get_reward(s.name, **s.options) for s in specs]
-    records = [{"name": s.name, "version": reward_version(r), "weight": s.weight, "options": dict(s.options)}
-               for s, r in zip(specs, rewards)]
-    return rewards, [s.weight for s in specs], records
-
-
-def _score_now(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list]) -> tuple[list[float | None], int]:
-    try:
-        if hasattr(reward, "score"):
-            results = reward.score(prompts, completions, **columns)
-            scores = [r.score for r in results]
-            failures = sum(1 for r in results if r.infra_error or r.reason in ("timeout", "reward_error"))
-        else:
-            scores, failures = list(reward(prompts, completions, **columns)), 0
-        if len(scores) != len(completions):
-            raise RuntimeError(f"{len(scores)} scores for {len(completions)} completions")
-        return [None if s is None or not math.isfinite(float(s)) else float(s) for s in scores], failures
-    except Exception as err:  # noqa: BLE001 - contract: a reward never stops the stage
-        print(f"[grpo] reward {_reward_name(reward)} failed: {type(err).__name__}: {err}", file=sys.stderr)
-        return [0.0] * len(completions), len(completions)
-
-
-def _reward_name(reward: Any) -> str:
-    return str(getattr(reward, "name", None) or getattr(reward, "__name__", None) or type(reward).__name__)
-
-
-def score_reward(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list],
-                 timeout_s: float | None = None) -> tuple[list[float | None], int]:
-    """Scores plus the count of failed scorings; a reward that raises or outlives `timeout_s`
-    gives zeros, never a crash or a hung stage.
-
-    The call runs in a daemon thread when there is a timeout: a Python thread cannot be killed,
-    so a hung reward is abandoned (it cannot block the exit either). Built-in verifiers enforce
-    their own per-completion limits in killable processes; this bounds plug-in rewards.
-    """
-    if timeout_s is None:
-        return _score_now(reward, prompts, completions, columns)
-    box: list[tuple[list[float | None], int]] = []
-    worker = threading.Thread(target=lambda: box.append(_score_now(reward, prompts, completions, columns)),
-                              name=f"reward-{_reward_name(reward)}", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if box:
-        return box[0]
-    print(f"[grpo] reward {_reward_name(reward)} timed out after {timeout_s:g} s on {len(completions)} "
-          "completions: scored 0 and counted as failures", file=sys.stderr)
-    return [0.0] * len(completions), len(completions)
 
 
 def group_advantages(rewards: list[float], transform: str = "none") -> tuple[list[float], bool]:
@@ -108,6 +62,7 @@ class GRPOTrainer:
         self.config, self.tokenizer, self.rank, self.world_size = config, tokenizer, rank, world_size
         prompts = load_prompt_set(config, tokenizer)
         self.rows, self.prompt_ids, self.modes = prompts.rows, prompts.token_ids, prompts.modes
+        self.row_ids = [str(i if r.get("row_id") is None else r["row_id"]) for i, r in enumerate(self.rows)]
         self.skipped_long = prompts.skipped_long
         self.rewards, self.weights, self._reward_records = load_rewards(config.rewards)
         self.total_steps, self.warmup_steps = config.max_steps, config.warmup_steps
@@ -116,6 +71,8 @@ class GRPOTrainer:
         self.backend: Any = None
         self.engine: Any = None
         self.reference: Any = None
+        self.audit: RolloutAudit | None = None
+        self._scorers: list[Any] | None = None  # the rewards behind the reward cache, built on first use
 
     def attach(self, backend: Any) -> None:
         import torch
@@ -123,6 +80,7 @@ class GRPOTrainer:
 
         self.backend = backend
         cfg = self.config
+        self.audit = RolloutAudit(cfg.output_dir, enabled=backend.is_main)
         if cfg.rollout_engine == "vllm":
             from trainer.rollout_vllm import VLLMRolloutEngine
 
@@ -155,20 +113,45 @@ class GRPOTrainer:
         return self.engine.generate([self.prompt_ids[i] for i in indices], self.config.num_generations, max_new,
                                     temp, self.config.top_p, seed=seed)
 
-    def _score(self, indices: list[int], groups: list[list[Rollout]], metrics: dict[str, list]) -> list[list[float]]:
-        """Weighted total reward per rollout; per-reward scores and failures go to `metrics`."""
-        G = self.config.num_generations
+    def _score(self, indices: list[int], groups: list[list[Rollout]], metrics: dict[str, list],
+               step: int, round_: int) -> list[list[float]]:
+        """Weighted total reward per rollout; per-reward scores, failures, cache counts and the
+        audit rows (trainer.rollout_audit.ROLLOUT_SCHEMA) go to `metrics`."""
+        cfg, G = self.config, self.config.num_generations
+        if self._scorers is None:
+            self._scorers = scorers(self.rewards, cfg.reward_cache)
         prompts = [self.rows[i]["prompt"] for i in indices for _ in range(G)]
         texts = [r.text for g in groups for r in g]
         columns = {k: [self.rows[i].get(k) for i in indices for _ in range(G)]
                    for k in self.rows[0] if k != "prompt"}
         totals = [0.0] * len(texts)
-        for name, reward, weight in zip([s.name for s in self.config.rewards], self.rewards, self.weights):
-            scores, failures = score_reward(reward, prompts, texts, columns, self.config.reward_timeout_s)
-            metrics.setdefault(f"reward/{name}", []).extend(s for s in scores if s is not None)
-            metrics.setdefault(f"reward_failures/{name}", []).append(failures)
-            totals = [t + weight * (s or 0.0) for t, s in zip(totals, scores)]
+        entries: list[list[dict[str, Any]]] = [[] for _ in texts]
+        for spec, scorer, weight, record in zip(cfg.rewards, self._scorers, self.weights, self._reward_records):
+            before = cache_counts(scorer)
+            results, failures = score_results(scorer, prompts, texts, columns, cfg.reward_timeout_s)
+            after = cache_counts(scorer)
+            metrics["reward_cache_hits"].append(after[0] - before[0])
+            metrics["reward_cache_misses"].append(after[1] - before[1])
+            metrics.setdefault(f"reward/{spec.name}", []).extend(r.score for r in results if r.score is not None)
+            metrics.setdefault(f"reward_failures/{spec.name}", []).append(failures)
+            totals = [t + weight * (r.score or 0.0) for t, r in zip(totals, results)]
+            for entry, r in zip(entries, results):
+                entry.append(reward_entry(spec.name, record["version"], weight, r))
+        flat = [(i, k, r) for i, g in zip(indices, groups) for k, r in enumerate(g)]
+        metrics["audit"].extend(
+            {"step": step, "round": round_, "prompt_id": self.row_ids[i], "mode": self.modes[i],
+             "sample": k, "completion": r.text, "completion_tokens": len(r.token_ids), "truncated": r.truncated,
+             "reward": total, "rewards": entry}
+            for (i, k, r), total, entry in zip(flat, totals, entries))
         return [totals[k * G:(k + 1) * G] for k in range(len(indices))]
+
+    def _record(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """Write this step's audit rows from every rank (main rank); merge the table after the last step."""
+        parts = self.backend.gather_objects(rows)  # collective: every rank calls it
+        if self.audit is not None and self.audit.enabled:
+            self.audit.write_step(step, [row for part in parts for row in part])
+            if step + 1 == self.total_steps:
+                self.audit.finish()
 
     def _collect(self, step: int, max_new: int, temp: float, metrics: dict[str, list]) -> list[tuple[list[int], list[Rollout], list[float], list[float]]]:
         """Sample + score prompts for this step: [(prompt ids, rollouts, rewards, advantages)]."""
@@ -183,7 +166,7 @@ class GRPOTrainer:
             groups = self._sample(mine, step, round_, max_new, temp) if mine else []
             metrics["time_generation_s"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            rewards = self._score(mine, groups, metrics) if mine else []
+            rewards = self._score(mine, groups, metrics, step, round_) if mine else []
             metrics["time_reward_s"].append(time.perf_counter() - t0)
             for i, rollouts, r in zip(mine, groups, rewards):
                 adv, zero = group_advantages(r, cfg.advantage_transform)
@@ -213,9 +196,10 @@ class GRPOTrainer:
         t_start = time.perf_counter()
         max_new, temp = cfg.budget_at(step)
         m: dict[str, list] = {k: [] for k in ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards",
-                                              "lengths", "truncated", "refill_rounds", "think", "uniform_prompts")}
+                                              "lengths", "truncated", "refill_rounds", "think", "uniform_prompts",
+                                              "reward_cache_hits", "reward_cache_misses", "audit")}
         kept = self._collect(step, max_new, temp, m)
-        uniform = m.pop("uniform_prompts")
+        uniform, audit = m.pop("uniform_prompts"), m.pop("audit")
         if cfg.retire_solved_prompts:
             self._retire([i for part in backend.gather_objects(uniform) for i in part])
         # Rollouts that carry loss: overlong ones are excluded; zero-weight ones cannot move the
@@ -258,6 +242,7 @@ class GRPOTrainer:
                 self.engine.sync_weights(backend.model)
         t_train = time.perf_counter() - t0
         totals = backend.all_reduce_sum([loss_total, entropy_sum, float(entropy_n), kl_sum])
+        self._record(step, audit)
         return self._metrics(m, totals, grad_norm, n_trained, max_new, temp, t_train, time.perf_counter() - t_start)
 
     def _retire(self, uniform: list[int]) -> None:
@@ -353,6 +338,8 @@ class GRPOTrainer:
             "time_generation_s": sum(m["time_generation_s"]), "time_reward_s": sum(m["time_reward_s"]),
             "time_training_s": t_train, "time_step_s": t_step,
             "tokens_per_s": sum(lengths) / max(t_step, 1e-9),
+            "reward_cache_hits": float(sum(merged["reward_cache_hits"])),
+            "reward_cache_misses": float(sum(merged["reward_cache_misses"])),
         }
         for key, values in merged.items():
             if key.startswith("reward/"):

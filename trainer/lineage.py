@@ -3,7 +3,7 @@
 A checkpoint has one version. Launched by the platform, the stage config carries the asset's
 lineage keys (`config.lineage`: asset, data_version, code_version, inputs) and the record uses
 them as they are. Run by hand (`cascade train`), the version hashes what determines the result
-(the parent's version, the dataset version, every reward's code version, the config hash) with
+(the parent's version, the dataset version, every reward's source version, the config hash) with
 the same `stable_hash`, and the inputs name the parent checkpoint and the dataset.
 
 Besides the common keys the record holds the trainer kind, backend, parent and dataset, the
@@ -85,7 +85,8 @@ def build_lineage(config: Any, kind: str, rewards: list[dict[str, Any]] | None =
         asset, version, config.output_dir, code_version, inputs,
         kind=kind, backend=config.backend, parent=parent, dataset=dataset, rewards=rewards,
         config=config.model_dump(mode="json"), config_hash=config_hash, seed=config.seed,
-        libraries=library_versions(), git=git_commit(), summary=summary or {})
+        libraries=library_versions(), git=git_commit(), summary=summary or {},
+        **({"overrides": given["overrides"]} if given.get("overrides") else {}))
 
 
 def read_lineage(folder: str | Path) -> dict[str, Any] | None:

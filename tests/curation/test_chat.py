@@ -12,6 +12,7 @@ from curation.chat import (
     CHAT_TEMPLATE,
     DEFAULT_SYSTEM,
     extract_final_answer,
+    parse_conversation,
     prompt_messages,
     render_messages,
     render_prompt,
@@ -124,3 +125,21 @@ def test_doctests_of_chat_and_patches():
 
     for module in (curation.chat, curation.patches):
         assert doctest.testmod(module).failed == 0
+
+
+def test_conversation_may_end_with_a_tool_turn_and_only_user_turns_get_the_suffix():
+    conv = [{"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'},
+            {"role": "tool", "content": "3C"}]
+    assert parse_conversation(json.dumps(conv)) == conv
+    assert parse_conversation(json.dumps(conv[:2])) is None  # ending with an assistant turn: not a prompt
+    msgs = prompt_messages(json.dumps(conv), "think")
+    assert [m["content"] for m in msgs[1:]] == ["Weather in Oslo? /think", conv[1]["content"], "3C"]
+
+
+def test_row_system_prompt_replaces_the_default():
+    table, _ = sft_rows([_row(1, system="You are a pirate.", tools=json.dumps(TOOLS))], "tool")
+    system = json.loads(table.column("messages")[0].as_py())[0]["content"]
+    assert system.startswith("You are a pirate.\n\n# Tools") and DEFAULT_SYSTEM not in system
+    table, _ = sft_rows([_row(2, system=None)], "chat")
+    assert json.loads(table.column("messages")[0].as_py())[0]["content"] == DEFAULT_SYSTEM

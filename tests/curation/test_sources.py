@@ -69,6 +69,16 @@ def test_parquet_and_hf_rows_use_the_same_validator(tmp_path):
         assert json.loads(res.quarantine.column("raw")[0].as_py())["prompt"] == ""
 
 
+def test_auto_reader_and_layout_read_canonical_files_as_before(tmp_path):
+    rows = [{"prompt": "p1", "tests": "[]"}, {"prompt": "p2", "tests": "[]"}]
+    (tmp_path / "c.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "c.parquet")
+    for name, reader in (("c.jsonl", "jsonl"), ("c.parquet", "parquet")):
+        auto = load_source(tmp_path / name, "auto", "code", "c")
+        assert (auto.format, auto.reader) == ("canonical", reader)
+        assert auto.table.equals(load_source(tmp_path / name, reader, "code", "c").table)
+
+
 def test_unknown_domain_or_format_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="domain"):
         load_source(tmp_path / "x.jsonl", "jsonl", "poetry", "s")

@@ -53,7 +53,12 @@ def test_verify_contract(reward, tmp_path):
         assert got["reward"] == reward_value, got
         if reason:
             assert got["reason"] == reason
-    assert json.loads(proc.stderr.strip().splitlines()[-1])["rows"] == len(rows)
+    summary = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert summary["rows"] == len(rows)
+    # the version it used is printed: the reward's source digest (+ what its options change)
+    from rewards.registry import reward_code_versions
+
+    assert summary["reward"] == reward and summary["version"].startswith(reward_code_versions([reward])[reward])
 
 
 def test_help_documents_tests_format_and_bad_input(tmp_path):

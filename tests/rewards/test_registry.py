@@ -8,7 +8,14 @@ import sys
 import pytest
 
 from rewards.base import Reward
-from rewards.registry import REWARDS, UnknownRewardError, get_reward, reward_class, reward_versions
+from rewards.registry import (
+    REWARDS,
+    UnknownRewardError,
+    get_reward,
+    reward_class,
+    reward_code_versions,
+    reward_versions,
+)
 
 
 def test_names_resolve_to_reward_classes():
@@ -24,6 +31,19 @@ def test_get_reward_passes_options_and_versions_follow_them():
     versions = reward_versions({"swe": {"similarity": "lexical"}, "math": {}, "code": {}})
     assert versions["swe"] != reward_versions(["swe"])["swe"]
     assert versions["math"] == get_reward("math").version and versions["code"] == get_reward("code").version
+
+
+def test_versions_are_derived_from_code_not_written_by_hand():
+    for name in REWARDS:
+        cls = reward_class(name)
+        assert "version" not in vars(cls), f"{name}: a hand-written version"
+    digests = reward_code_versions(list(REWARDS))
+    # one digest per module: ifeval and ifeval_rm share theirs (their options part differs)
+    modules = {entry.target.partition(":")[0] for entry in REWARDS.values()}
+    assert len(set(digests.values())) == len(modules) and digests["ifeval"] == digests["ifeval_rm"]
+    assert reward_versions(["math"])["math"] == digests["math"]  # no option changes math's scores
+    assert get_reward("ifeval", mode="loose").version == digests["ifeval"] + "-loose-prompt"
+    assert reward_code_versions({"swe": {"similarity": "lexical"}})["swe"] != digests["swe"]
 
 
 def test_unknown_name_is_a_clear_error():

@@ -46,7 +46,7 @@ def test_render_prompts_uses_mode_suffix_and_default_system():
 
 def test_score_completions_mean_stderr_and_none_excluded():
     reward = RecordingReward()
-    result = score_completions(EvalSet(_table(["1", "0", None, "1"]), reward), ["a", "b", "c", "d"])
+    result = score_completions(EvalSet(_table(["1", "0", None, "1"]), reward), ["a", "b", "c", "d"], reward_cache="off")
     scores = [1.0, 0.0, 1.0]
     mean = sum(scores) / 3
     std = math.sqrt(sum((s - mean) ** 2 for s in scores) / 3)
@@ -83,7 +83,7 @@ def test_evaluate_checkpoint_tiny_model(lively_model_dir):
         "math": EvalSet(_table(["1", "0", "1", "0"]), math_reward),
         "ifeval": EvalSet(_table(["1", "1", "0"]), other_reward, modes=("no_think",)),
     }
-    kwargs = dict(max_new_tokens=8, seed=0)
+    kwargs = dict(max_new_tokens=8, seed=0, reward_cache="off")  # the rewards must see every call
     batched = evaluate_checkpoint(tiny_model_dir, sets, batch_size=3, **kwargs)
     assert set(batched) == {"math", "ifeval"}
     assert set(batched["math"]) == {"think", "no_think"} and set(batched["ifeval"]) == {"no_think"}

@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 from trainer.checkpointing import DataOrder
 from trainer.config import GRPOConfig
 from trainer.grpo import GRPOTrainer, group_advantages, score_reward
+from trainer.scoring import score_results
 from trainer.stage import run_grpo
 
 FAKE = "tests.trainer.fake_rewards:"
@@ -30,6 +31,21 @@ def test_score_reward_never_raises():
     assert score_reward(lambda prompts, completions, **kw: [1, None, float("nan")], ["p"] * 3, ["a"] * 3, {}) == \
         ([1.0, None, None], 0)
     assert score_reward(lambda prompts, completions, **kw: [1.0], ["p"] * 3, ["a"] * 3, {}) == ([0.0] * 3, 3)
+
+
+def test_score_results_keep_reasons():
+    from tests.trainer.fake_rewards import DigitReward, ExplodingReward, HangingReward
+
+    results, failures = score_results(DigitReward(), ["p"] * 2, ["12", "x"], {"answer": ["1", "1"]})
+    assert [(r.score, r.reason, r.infra_error) for r in results] == [(1.0, "ok", False), (0.0, "ok", False)]
+    assert failures == 0
+    (boom,), failures = score_results(ExplodingReward(), ["p"], ["a"], {})
+    assert (boom.score, boom.reason, boom.infra_error, failures) == (0.0, "reward_error", True, 1)
+    assert "boom" in boom.detail
+    (plain,), _ = score_results(lambda prompts, completions, **kw: [float("inf")], ["p"], ["a"], {})
+    assert (plain.score, plain.reason) == (None, "scored")  # a function has numbers, no reasons
+    (hung,), failures = score_results(HangingReward(), ["p"], ["a"], {}, timeout_s=0.1)
+    assert (hung.reason, hung.infra_error, failures) == ("reward_timeout", True, 1)
 
 
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])

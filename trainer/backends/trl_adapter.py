@@ -238,7 +238,10 @@ def run_grpo_trl(config: "GRPOConfig") -> Any:
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     rewards, _, records = load_rewards(config.rewards)
-    rows, summary = train_with_trl(config, str(out), rewards)
+    from trainer.scoring import scorers
+
+    # The same reward cache as the built-in backends (no per-rollout audit table: TRL owns the loop).
+    rows, summary = train_with_trl(config, str(out), scorers(rewards, config.reward_cache))
     metrics = MetricsWriter(out, config.tensorboard)
     for row in rows:
         metrics.log(row.pop("step"), row)
