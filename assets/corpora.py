@@ -17,6 +17,7 @@ from assets.common import (
     BENCHMARKS, CHECKPOINTS, CORPORA, CURATED, SOURCES, WorkTimer, data_root, dataset_metadata, key,
     upstream_path, upstream_ref,
 )
+from assets.generations import source_table_key
 from spec.hashing import code_version
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
@@ -82,7 +83,7 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
 
 
 def _sft_data_asset(recipe: Recipe, stage: SFTStageSpec, timer: WorkTimer) -> dg.AssetsDefinition:
-    clean_keys = {s: key(CURATED, f"clean_{s}") for s in stage.sources}
+    clean_keys = {s: source_table_key(recipe, s) for s in stage.sources}
     base_key = key(CHECKPOINTS, "base_model")  # its tokenizer measures the length caps
     config = {"stage": stage.model_dump(exclude={"train"}), "swe": recipe.curation.swe.model_dump(), "seed": recipe.seed}
 
@@ -110,7 +111,7 @@ def _sft_data_asset(recipe: Recipe, stage: SFTStageSpec, timer: WorkTimer) -> dg
 def _rm_data_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
     spec = recipe.reward_model
     assert spec is not None
-    clean_keys = [key(CURATED, f"clean_{s}") for s in spec.sources]
+    clean_keys = [source_table_key(recipe, s) for s in spec.sources]
 
     @dg.asset(key=key(CORPORA, f"{spec.name}_data"), deps=clean_keys, group_name=CORPORA,
               code_version=code_version(CURATION_CODE, spec.sources), kinds={"parquet"},
@@ -136,7 +137,7 @@ def _rm_data_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
 
 
 def _rl_prompts_asset(recipe: Recipe, stage: RLStageSpec, earlier: list[str], timer: WorkTimer) -> dg.AssetsDefinition:
-    clean_keys = {s: key(CURATED, f"clean_{s}") for s in stage.sources}
+    clean_keys = {s: source_table_key(recipe, s) for s in stage.sources}
     sft_keys = [key(CORPORA, f"{s.name}_data") for s in recipe.sft_stages]
     earlier_keys = [key(CORPORA, f"{e}_prompts") for e in earlier]
     config = {"stage": stage.model_dump(exclude={"train", "rewards"}), "swe": recipe.curation.swe.model_dump(),

@@ -17,7 +17,8 @@ _COMMAND_MODULES = (
     "curation.cli",  # decontam
     "rewards.cli",  # verify
     "sandboxes.cli",  # sandbox
-    "trainer.cli",  # train
+    "trainer.cli",  # train, audit
+    "dagster_project.generate_command",  # generate
 )
 
 

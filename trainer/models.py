@@ -180,3 +180,28 @@ def ensure_base_model(dest: str | os.PathLike | None = None) -> Path:
         shutil.rmtree(dest)
     tmp.rename(dest)
     return dest
+
+
+def model_folder(name: str, home: str | os.PathLike | None = None) -> tuple[Path, str]:
+    """(folder, content version) of a model named by a recipe or `cascade generate --model`:
+    `tiny`, `smollm2` or a Hugging Face folder. The version is the folder's lineage data version
+    when it has one (a checkpoint), else a digest of its files. ValueError for anything else."""
+    from spec.hashing import file_digest
+    from spec.lineage import read_record
+    from spec.paths import cascade_home
+
+    base = Path(home or cascade_home()) / "models"
+    if name == "tiny":
+        path = make_tiny_model(base / "tiny", seed=0)
+    elif name == "smollm2":
+        path = ensure_base_model()
+    else:
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise ValueError(f"model {name!r}: expected tiny, smollm2 or a model folder")
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model {name!r}: folder has no config.json (not a Hugging Face model)")
+        path = path.resolve()
+    record = read_record(path)
+    version = str(record["data_version"]) if record and record.get("data_version") else file_digest(path)
+    return path, version

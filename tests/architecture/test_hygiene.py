@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("spec", "curation", "sandboxes", "rewards", "trainer", "assets", "dagster_project")
+PACKAGES = ("spec", "curation", "sandboxes", "rewards", "generation", "trainer", "assets", "dagster_project")
 MAX_MODULE_LINES = 400
 # References to documents that are not part of this repository (spelt in pieces so that this
 # file does not itself name them to a plain text search).

@@ -14,7 +14,7 @@ from spec.paths import REPO_ROOT
 pytestmark = pytest.mark.slow
 TINY = str(REPO_ROOT / "recipes" / "tiny.yaml")
 SWAP_DOWNSTREAM = {
-    "file_math_prompts", "raw_math_prompts", "clean_math_prompts", "math_rl_prompts", "code_rl_prompts",
+    "file_math_prompts", "raw_math_prompts", "clean_math_prompts", "math_prompts_filtered", "math_rl_prompts", "code_rl_prompts",
     "swe_rl_prompts", "math_rl", "code_rl", "swe_rl", "eval_math_rl", "eval_code_rl", "eval_swe_rl",
     "forgetting_matrix",
 }
