@@ -97,4 +97,5 @@ def test_swap_math_source_reruns_only_downstream(cascade: Path, capsys) -> None:
     after = _lineage(capsys, "math_rl")
     assert before["path"] != after["path"] and Path(before["path"]).exists() and Path(after["path"]).exists()
     changed = {asset for asset, _, _ in tree_diff(before, after)}
-    assert changed == {"math_rl", "math_rl_prompts", "clean_math_prompts", "raw_math_prompts", "file_math_prompts"}
+    assert changed == {"math_rl", "math_rl_prompts", "math_prompts_filtered", "clean_math_prompts", "raw_math_prompts",
+                       "file_math_prompts"}
