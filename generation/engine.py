@@ -90,9 +90,10 @@ class Engine(Protocol):
 class PromptTooLong(ValueError):
     """Some requests do not fit the model's context with `max_new_tokens` on top.
 
-    Engines check every request before sampling any and raise this naming all of them, so a
-    caller drops those requests (reason `prompt_too_long`) and calls `generate` again with the
-    rest; nothing is half done.
+    It names all of them, so a caller drops those requests (reason `prompt_too_long`) and calls
+    `generate` again with the rest. The hf and vllm engines check before sampling anything; the
+    openai engine learns it from the server's answers and raises once the call's other requests
+    have returned (their samples are dropped with the call).
     """
 
     def __init__(self, indexes: Sequence[int], limit: int | None, detail: str = ""):
