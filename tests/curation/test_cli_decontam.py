@@ -57,3 +57,22 @@ def test_decontam_cli_contract(tmp_path):
 def test_decontam_cli_errors_are_reported(tmp_path):
     proc = _run("--benchmark", "nopath", "--input", str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.parquet"))
     assert proc.returncode == 2 and "NAME=PATH" in proc.stderr
+
+
+def test_decontam_cli_workers_do_not_change_the_output(tmp_path):
+    bench = tmp_path / "bench.parquet"
+    pq.write_table(pa.table({"q": [_Q, "Σοφός café naïve Straße 中文字符 déjà vu ΣΟΦΟΣ the end"]}), bench)
+    rows = [{"t": f"{i} {_Q if i % 3 == 0 else 'clean'} “{_Q.upper() if i % 5 == 0 else ''}” ΣΟΦΟΣ"} for i in range(300)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    reports = []
+    for workers in ("1", "2"):
+        report = tmp_path / f"report{workers}.json"
+        proc = _run("--benchmark", f"b={bench}", "--input", str(tmp_path / "in.parquet"),
+                    "--output", str(tmp_path / f"out{workers}.parquet"), "--report", str(report), "--workers", workers)
+        assert proc.returncode == 0, proc.stderr
+        reports.append(json.loads(report.read_text()))
+    assert reports[0] == reports[1] and reports[0]["rows_dropped"] == 140
+    assert [d["row"] for d in reports[0]["dropped"]] == [c.row for c in reference_decontaminate(rows, {"b": pq.read_table(bench).to_pylist()})]
+    proc = _run("--benchmark", f"b={bench}", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "o.parquet"),
+                "--workers", "0")
+    assert proc.returncode == 2 and "--workers" in proc.stderr
