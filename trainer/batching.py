@@ -1,10 +1,16 @@
 """Batch layouts for the training forward and the log-prob pass shared by SFT and GRPO.
 
-`build_batch` packs several sequences into one row (block-diagonal causal mask, positions
-restarting per segment) so SFT wastes no compute on padding; `build_group_batch` lays a GRPO
-prompt out once followed by its G completions (prefix-shared), each completion attending to the
-prompt and to itself only. `target_logprobs` then runs the LM head on the target positions only:
-with a 49K vocabulary the full logits tensor would dominate memory and time.
+Both layouts are padding-free: every sequence of a micro-batch is laid end to end in one flat row
+(batch dimension 1), with `position_ids` restarting per segment and a `segments` table of
+(start, end, prefix_start, prefix_end) boundaries instead of an L x L mask. trainer.attention
+honours the table (flash-attn varlen on GPU, SDPA per segment elsewhere), so memory grows with L,
+not L^2, and no compute is spent on padding.
+
+`build_batch` packs SFT sequences: each segment attends causally to itself only.
+`build_group_batch` lays a GRPO prompt out once followed by its G completions (prefix-shared):
+each completion attends to the prompt (its prefix) and to its own earlier tokens only.
+`target_logprobs` then runs the LM head on the target positions only: with a 49K vocabulary the
+full logits tensor would dominate memory and time.
 """
 
 from __future__ import annotations
@@ -15,88 +21,78 @@ if TYPE_CHECKING:
     from trainer.backend_api import Backend
 
 
-def build_batch(rows: list[list[tuple[list[int], list[bool]]]], pad_id: int) -> dict[str, Any]:
-    """Collate rows of segments (token ids, target mask) into a right-padded batch.
+def build_batch(rows: list[list[tuple[list[int], list[bool]]]], pad_id: int = 0) -> dict[str, Any]:
+    """Collate rows of segments (token ids, target mask) into one flat packed row.
 
-    Each row may hold several segments (packing): attention stays inside a segment through a
-    4D block-diagonal causal mask and positions restart at 0 per segment. `select[b, t]` marks
-    positions whose *next* token is a training target (its id is `targets[b, t]`).
+    Rows (packing bins) and their segments are laid end to end; attention stays inside a segment
+    and positions restart at 0 per segment. `select[0, t]` marks positions whose *next* token is a
+    training target (its id is `input_ids[0, t + 1]`). `pad_id` is unused: nothing is padded.
     """
     import torch
 
-    width = max(sum(len(ids) for ids, _ in row) for row in rows)
-    n = len(rows)
-    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    positions = torch.zeros((n, width), dtype=torch.long)
-    segment = torch.full((n, width), -1, dtype=torch.long)
-    target_mask = torch.zeros((n, width), dtype=torch.bool)
-    for b, row in enumerate(rows):
-        at = 0
-        for s, (ids, mask) in enumerate(row):
-            k = len(ids)
-            input_ids[b, at:at + k] = torch.tensor(ids, dtype=torch.long)
-            positions[b, at:at + k] = torch.arange(k)
-            segment[b, at:at + k] = s
-            target_mask[b, at:at + k] = torch.tensor(mask, dtype=torch.bool)
-            at += k
-    causal = torch.ones((width, width), dtype=torch.bool).tril()
-    same = (segment[:, :, None] == segment[:, None, :]) & (segment[:, :, None] >= 0)
-    # Padding queries see themselves only, so no softmax row is empty (NaN).
-    allowed = (same & causal) | torch.eye(width, dtype=torch.bool)
-    select = torch.zeros_like(target_mask)
-    select[:, :-1] = target_mask[:, 1:] & (segment[:, 1:] == segment[:, :-1])
-    targets = torch.zeros_like(input_ids)
-    targets[:, :-1] = input_ids[:, 1:]
-    return {"input_ids": input_ids, "attention_mask": allowed[:, None], "position_ids": positions,
-            "select": select, "pred_slot": torch.arange(int(select.sum())), "pred_targets": targets[select]}
+    ids: list[int] = []
+    positions: list[int] = []
+    target_mask: list[bool] = []
+    spans: list[tuple[int, int, int, int]] = []
+    for row in rows:
+        for seg_ids, mask in row:
+            if not seg_ids:
+                continue
+            at = len(ids)
+            ids += seg_ids
+            positions += range(len(seg_ids))
+            target_mask += mask
+            spans.append((at, len(ids), at, at))
+    input_ids = torch.tensor([ids], dtype=torch.long)
+    wanted = torch.tensor(target_mask, dtype=torch.bool)
+    starts = torch.zeros(len(ids), dtype=torch.bool)
+    starts[[s for s, _, _, _ in spans]] = True
+    select = torch.zeros((1, len(ids)), dtype=torch.bool)
+    select[0, :-1] = wanted[1:] & ~starts[1:]  # a segment's first token is never a target
+    return {"input_ids": input_ids, "position_ids": torch.tensor([positions], dtype=torch.long),
+            "segments": torch.tensor(spans, dtype=torch.long).reshape(-1, 4), "select": select,
+            "pred_slot": torch.arange(int(select.sum())), "pred_targets": input_ids[0, 1:][select[0, :-1]]}
 
 
-def build_group_batch(rows: list[tuple[list[int], list[list[int]]]], pad_id: int) -> dict[str, Any]:
+def build_group_batch(rows: list[tuple[list[int], list[list[int]]]], pad_id: int = 0) -> dict[str, Any]:
     """Collate (prompt, completions) rows so that a prompt is computed once for all its completions.
 
-    A row is laid out as prompt, completion 1, completion 2, ... Each completion attends to the
-    prompt and to its own earlier tokens only, and its positions continue from the prompt's, so
-    every completion sees exactly what it would see alone after the prompt (the same log-probs
-    as `build_batch` of prompt + completion, for a fraction of the tokens when G is large).
-    Targets are every completion token, in row, completion, token order; the first token of
-    every completion is predicted from the prompt's last position (one LM-head slot, G targets).
+    A row is laid out as prompt, completion 1, completion 2, ... (rows end to end, unpadded). Each
+    completion attends to the prompt and to its own earlier tokens only, and its positions
+    continue from the prompt's, so every completion sees exactly what it would see alone after
+    the prompt (the same log-probs as `build_batch` of prompt + completion, for a fraction of the
+    tokens when G is large). Targets are every completion token, in row, completion, token order;
+    the first token of every completion is predicted from the prompt's last position (one LM-head
+    slot, G targets). Empty completions have no targets. `pad_id` is unused.
     """
     import torch
 
-    width = max(len(p) + sum(len(c) for c in cs) for p, cs in rows)
-    n = len(rows)
-    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    positions = torch.zeros((n, width), dtype=torch.long)
-    segment = torch.full((n, width), -1, dtype=torch.long)  # 0 = prompt, k = completion k, -1 = padding
-    select = torch.zeros((n, width), dtype=torch.bool)
-    sources: list[tuple[int, int]] = []  # (row, column) whose output predicts each target
+    ids: list[int] = []
+    positions: list[int] = []
+    spans: list[tuple[int, int, int, int]] = []
+    sources: list[int] = []  # the column whose output predicts each target
     targets: list[int] = []
-    for b, (prompt, completions) in enumerate(rows):
-        P = len(prompt)
-        input_ids[b, :P] = torch.tensor(prompt, dtype=torch.long)
-        positions[b, :P] = torch.arange(P)
-        segment[b, :P] = 0
-        at = P
-        for k, completion in enumerate(completions, start=1):
-            L = len(completion)
-            input_ids[b, at:at + L] = torch.tensor(completion, dtype=torch.long)
-            positions[b, at:at + L] = torch.arange(P, P + L)
-            segment[b, at:at + L] = k
-            sources += [(b, P - 1)] + [(b, at + t) for t in range(L - 1)]
+    for prompt, completions in rows:
+        a, P = len(ids), len(prompt)
+        ids += prompt
+        positions += range(P)
+        spans.append((a, a + P, a, a))
+        for completion in completions:
+            if not completion:
+                continue
+            at, L = len(ids), len(completion)
+            ids += completion
+            positions += range(P, P + L)
+            spans.append((at, at + L, a, a + P))
+            sources += [a + P - 1, *range(at, at + L - 1)]
             targets += completion
-            at += L
-    for b, col in sources:
-        select[b, col] = True
-    # LM-head slots are the selected positions in row-major order; map each target to its slot.
-    slot_of = torch.full((n, width), -1, dtype=torch.long)
-    slot_of[select] = torch.arange(int(select.sum()))
-    pred_slot = torch.tensor([int(slot_of[b, col]) for b, col in sources], dtype=torch.long)
-    causal = torch.ones((width, width), dtype=torch.bool).tril()
-    q, k = segment[:, :, None], segment[:, None, :]
-    allowed = causal & (q >= 0) & ((k == q) | (k == 0))
-    allowed |= torch.eye(width, dtype=torch.bool)  # padding queries see themselves (no empty softmax row)
-    return {"input_ids": input_ids, "attention_mask": allowed[:, None], "position_ids": positions,
-            "select": select, "pred_slot": pred_slot, "pred_targets": torch.tensor(targets, dtype=torch.long)}
+    select = torch.zeros((1, len(ids)), dtype=torch.bool)
+    select[0, sources] = True
+    # LM-head slots are the selected positions in order; map each target to its slot.
+    slot_of = select[0].long().cumsum(0) - 1
+    return {"input_ids": torch.tensor([ids], dtype=torch.long), "position_ids": torch.tensor([positions], dtype=torch.long),
+            "segments": torch.tensor(spans, dtype=torch.long).reshape(-1, 4), "select": select,
+            "pred_slot": slot_of[sources], "pred_targets": torch.tensor(targets, dtype=torch.long)}
 
 
 def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool = False,
@@ -105,7 +101,8 @@ def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool 
 
     Only the selected positions go through the LM head: with a 49K vocabulary the full logits
     tensor would dominate memory and time. Several targets may share one position
-    (`pred_slot`), as the first tokens of a group's completions do.
+    (`pred_slot`), as the first tokens of a group's completions do. A batch with `segments`
+    switches the model to trainer.attention's varlen implementation (sdpa-equivalent otherwise).
     """
     import contextlib
 
@@ -117,9 +114,17 @@ def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool 
     ctx = (torch.autocast(device.type, dtype=backend.autocast_dtype)
            if backend.autocast_dtype is not None else contextlib.nullcontext())
     select = batch["select"].to(device)
+    extra: dict[str, Any] = {}
+    if "segments" in batch:  # packed layout: boundaries, no mask
+        from trainer.attention import PackedSegments, use_varlen_attention
+
+        use_varlen_attention(model)
+        extra["packed_segments"] = PackedSegments.from_tensor(batch["segments"], device)
+    if "attention_mask" in batch:  # a caller's own (dense) mask
+        extra["attention_mask"] = batch["attention_mask"].to(device)
     with ctx:
-        hidden = base(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device),
-                      position_ids=batch["position_ids"].to(device), use_cache=False).last_hidden_state
+        hidden = base(input_ids=batch["input_ids"].to(device), position_ids=batch["position_ids"].to(device),
+                      use_cache=False, **extra).last_hidden_state
         logits = model.get_output_embeddings()(hidden[select])
     slot = batch["pred_slot"].to(device)
     logp = logits.float().log_softmax(-1)
