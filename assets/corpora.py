@@ -18,6 +18,7 @@ from assets.common import (
     upstream_path, upstream_ref,
 )
 from assets.generations import source_table_key
+from assets.shards import execution_metadata, sharded_clean_asset
 from spec.hashing import code_version
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
@@ -51,6 +52,7 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
 
     @dg.asset(key=key(CURATED, f"clean_{name}"), deps=[raw_key, *bench_keys.values()], group_name=CURATED,
               code_version=code_version(CURATION_CODE, config), kinds={"parquet"},
+              metadata=execution_metadata(recipe, recipe.source(name)),
               description=f"{name}: rows sharing a {recipe.curation.decontam.ngram}-gram with any benchmark "
                           "removed, then exact and MinHash near-duplicates removed.")
     def clean(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
@@ -167,7 +169,8 @@ def _rl_prompts_asset(recipe: Recipe, stage: RLStageSpec, earlier: list[str], ti
 
 
 def build_corpus_assets(recipe: Recipe, timer: WorkTimer) -> list[dg.AssetsDefinition]:
-    defs: list[Any] = [_clean_asset(recipe, s.name, timer) for s in recipe.sources]
+    defs: list[Any] = [_clean_asset(recipe, s.name, timer) if s.shards == 1 else sharded_clean_asset(recipe, s, timer)
+                       for s in recipe.sources]
     defs += [_sft_data_asset(recipe, stage, timer) for stage in recipe.sft_stages]
     if recipe.reward_model:
         defs.append(_rm_data_asset(recipe, timer))

@@ -150,8 +150,8 @@ def _result(out, table, extra: dict | None = None) -> dg.MaterializeResult:
 def build_source_assets(recipe: Recipe, timer: WorkTimer) -> list:
     """File observers, raw canonical sources and benchmarks for every recipe entry."""
     defs: list = []
-    for spec in recipe.sources:
-        defs += [_file_asset(recipe, spec, file_asset_name(spec)), _raw_asset(recipe, spec, timer)]
+    for spec in recipe.sources:  # a sharded source reads its file in its shard steps (assets.shards)
+        defs += [_file_asset(recipe, spec, file_asset_name(spec))] + ([_raw_asset(recipe, spec, timer)] if spec.shards == 1 else [])
     for bench in recipe.benchmarks:
         if bench.path:
             defs.append(_file_asset(recipe, bench, file_asset_name(bench)))

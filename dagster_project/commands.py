@@ -52,11 +52,29 @@ def get_instance():
     # Dagster insists on an absolute DAGSTER_HOME.
     home = Path(os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
     os.environ["DAGSTER_HOME"] = str(home)
+    ensure_instance_config(home)
+    return dg.DagsterInstance.get()
+
+
+# Local SQLite storage under DAGSTER_HOME; no telemetry from CI; no first-visit pop-up in the UI.
+INSTANCE_SETTINGS = {"telemetry": "telemetry:\n  enabled: false\n", "nux": "nux:\n  enabled: false\n"}
+
+
+def ensure_instance_config(home: Path | str | None = None) -> Path:
+    """Write `<DAGSTER_HOME>/dagster.yaml` (`make ui` and every command call this): telemetry and
+    the UI's first-visit pop-up (`nux`) off. A file the user wrote keeps its settings; only the
+    top-level keys it lacks are appended."""
+    from spec.paths import cascade_home
+
+    home = Path(home or os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():  # local SQLite storage under DAGSTER_HOME; no telemetry from CI
-        config.write_text("telemetry:\n  enabled: false\n")
-    return dg.DagsterInstance.get()
+    text = config.read_text() if config.exists() else ""
+    present = {line.split(":", 1)[0].strip() for line in text.splitlines() if line and not line[0].isspace()}
+    missing = [block for name, block in INSTANCE_SETTINGS.items() if name not in present]
+    if missing:
+        config.write_text(text + ("" if not text or text.endswith("\n") else "\n") + "".join(missing))
+    return config
 
 
 def _context(recipe_path: str | None, overrides: list[str] | None = None):
@@ -179,14 +197,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"cascade run: recipe {recipe.name!r}, {count} assets, Dagster home {os.environ['DAGSTER_HOME']}", flush=True)
     for path, value in recipe.overrides.items():
         print(f"  --set {path}={json.dumps(value)}", flush=True)
-    job = defs.resolve_job_def(MAIN_JOB)
-    result = job.execute_in_process(instance=instance, asset_selection=selection, raise_on_error=False, run_config=_quiet())
+    executor = defs.resolve_job_def(MAIN_JOB).executor_def.name
+    print(f"  executor: {executor} (recipe `execution:`; docs/executors.md)", flush=True)
+    result = execute(defs, instance, recipe, selection)
     wall = time.perf_counter() - started
-    _report(defs, instance, result, wall, timer.seconds)
+    _report(defs, instance, result, wall, timer.seconds if executor == "in_process" else None)
     return 0 if result.success else 1
 
 
-def _report(defs, instance, result, wall: float, work: float) -> None:
+def reconstruct_job(recipe_path: str | None = None, overrides: tuple[str, ...] = ()):
+    """The `cascade` job of a recipe, rebuilt in every step process (multiprocess, Celery, k8s)."""
+    from assets import MAIN_JOB
+
+    return _context(recipe_path, list(overrides))[1].resolve_job_def(MAIN_JOB)
+
+
+def execute(defs, instance, recipe, selection: list | None):
+    """Run the `cascade` job (or `selection` of it) with the recipe's executor: in this process
+    for `in_process`, else as a real run through the instance (`execute_job` on a reconstructable
+    job, so step processes and Celery / k8s workers rebuild the same recipe, overrides included)."""
+    import dagster as dg
+
+    from assets import MAIN_JOB
+
+    job = defs.resolve_job_def(MAIN_JOB)
+    if job.executor_def.name == "in_process":
+        return job.execute_in_process(instance=instance, asset_selection=selection, raise_on_error=False,
+                                      run_config=_quiet())
+    path = str(recipe.path.resolve()) if recipe.path else None
+    overrides = tuple(f"{k}={json.dumps(v)}" for k, v in recipe.overrides.items())
+    recon = dg.build_reconstructable_job(__name__, reconstruct_job.__name__,
+                                         reconstructable_kwargs={"recipe_path": path, "overrides": overrides})
+    return dg.execute_job(recon, instance=instance, asset_selection=selection, raise_on_error=False, run_config=_quiet())
+
+
+def _report(defs, instance, result, wall: float, work: float | None) -> None:
     from assets.common import latest_metadata
 
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
@@ -211,6 +256,9 @@ def _report(defs, instance, result, wall: float, work: float) -> None:
                 print(f"  {k.path[-1]:<14} {latest_metadata(instance, k)['path']}")
             except Exception:  # noqa: BLE001
                 print(f"  {k.path[-1]:<14} (not materialized)")
+    if work is None:  # steps ran in other processes: their library time is not measured here
+        print(f"\n{'succeeded' if result.success else 'FAILED'} in {wall:.0f} s")
+        return
     overhead = max(0.0, wall - work)
     print(f"\n{'succeeded' if result.success else 'FAILED'} in {wall:.0f} s; library work {work:.0f} s, "
           f"orchestration overhead {overhead:.0f} s ({100 * overhead / max(wall, 1e-9):.1f}%)")

@@ -46,6 +46,8 @@ class SourceSpec(Settings):
     """Built-in sample generator that writes `path` when it is missing (offline default data)."""
     limit: int | None = Field(default=None, gt=0)
     """Read at most this many rows (for quick experiments)."""
+    shards: int = Field(default=1, ge=1, le=1024)
+    """Curate in this many shards (rows assigned by a stable CRC32 of their raw line): reading, quarantine, decontamination and dedup fingerprints run per shard, as separate steps that run side by side under a multi-process executor; a global merge step dedups in source order, so the curated rows and their data version equal the unsharded path's."""
 
     _v_name = field_validator("name")(check_name)
 

@@ -25,6 +25,9 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
   ... on InvalidSubsetError { message } ... on RunConfigValidationInvalid { errors { message } } } }"""
 RUN_STATUS = """query($id: ID!) { runOrError(runId: $id) { __typename ... on Run { status } } }"""
+SHARDED = "chat_sft"
+METADATA = """{ assetNodes { assetKey { path } metadataEntries { label
+  ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue } } } }"""
 LOCATIONS = """{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"""
 
 
@@ -56,10 +59,18 @@ def _wait_until(predicate, timeout: float, what: str):
 
 @pytest.fixture()
 def dagster_server(tmp_path: Path):
+    import yaml
+
+    from dagster_project.commands import ensure_instance_config
+
     port = _free_port()
+    # The tiny recipe with one sharded source, so the UI shows shards and an executor on its assets.
+    recipe = yaml.safe_load((REPO_ROOT / "recipes" / "tiny.yaml").read_text())
+    next(s for s in recipe["sources"] if s["name"] == SHARDED)["shards"] = 2
+    (tmp_path / "tiny_sharded.yaml").write_text(yaml.safe_dump(recipe))
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster"), "CASCADE_HOME": str(tmp_path / "home"),
-           "CASCADE_RECIPE": str(REPO_ROOT / "recipes" / "tiny.yaml"), "HF_HUB_OFFLINE": "1"}
-    (tmp_path / "dagster").mkdir()
+           "CASCADE_RECIPE": str(tmp_path / "tiny_sharded.yaml"), "HF_HUB_OFFLINE": "1"}
+    ensure_instance_config(tmp_path / "dagster")  # what `make ui` writes: no first-visit pop-up
     dagster = Path(sys.executable).parent / "dagster"
     log = open(tmp_path / "dagster.log", "w")
     # Own session + SIGINT not ignored: `dagster dev` shuts its children down cleanly on SIGINT.
@@ -82,6 +93,15 @@ def dagster_server(tmp_path: Path):
         if not _wait_group_gone(proc.pid, 30):
             os.killpg(proc.pid, signal.SIGKILL)
         assert _wait_group_gone(proc.pid, 10)
+
+
+def _assert_nothing_covers(page) -> None:
+    """No dialog or overlay (the first-visit newsletter pop-up, say) is open over the page."""
+    assert page.locator("[role=dialog]").count() == 0, "a dialog is open"
+    assert page.locator(".bp5-overlay-open .bp5-dialog, .bp4-overlay-open .bp4-dialog").count() == 0, "an overlay is open"
+    covered = page.evaluate("""() => { const e = document.elementFromPoint(innerWidth / 2, innerHeight / 2);
+        return !!(e && e.closest('[role=dialog], .bp5-overlay, .bp4-overlay, .bp5-dialog-container, .bp4-dialog-container')); }""")
+    assert not covered, "the centre of the page is covered by an overlay"
 
 
 def _wait_group_gone(pgid: int, timeout: float) -> bool:
@@ -108,11 +128,18 @@ def test_asset_graph_page_and_materialize_from_ui(dagster_server, tmp_path: Path
             # The global asset graph: one node per recipe group.
             page.goto(f"http://127.0.0.1:{port}/asset-groups", wait_until="networkidle", timeout=120_000)
             page.wait_for_selector("text=Global asset lineage", timeout=120_000)
-            if page.locator("text=Skip").count():
-                page.click("text=Skip")  # first-visit newsletter dialog
             for group in ("sources", "curated", "corpora", "checkpoints", "evals"):
                 page.wait_for_selector(f"text={group}", timeout=60_000)
+            page.wait_for_timeout(3000)  # the first-visit pop-up, when enabled, opens after its query returns
             page.screenshot(path=str(tmp_path / "asset_graph.png"))
+            _assert_nothing_covers(page)
+            # The sharded source's curated asset shows its shards and the executor.
+            page.goto(f"http://127.0.0.1:{port}/assets/curated/clean_{SHARDED}",
+                      wait_until="networkidle", timeout=120_000)
+            page.wait_for_selector("text=crc32(raw line) mod shards", timeout=120_000)
+            page.wait_for_selector("text=multiprocess", timeout=60_000)
+            page.screenshot(path=str(tmp_path / "sharded_asset.png"))
+            _assert_nothing_covers(page)
             # The catalog lists the generated checkpoint assets.
             page.goto(f"http://127.0.0.1:{port}/assets?view=flat", wait_until="networkidle", timeout=120_000)
             page.wait_for_selector("text=math_rl", timeout=120_000)
@@ -120,7 +147,13 @@ def test_asset_graph_page_and_materialize_from_ui(dagster_server, tmp_path: Path
         finally:
             browser.close()
 
-    nodes = _graphql(port, "{ assetNodes { assetKey { path } } }")["assetNodes"]
+    nodes = _graphql(port, METADATA)["assetNodes"]
+    meta = {n["assetKey"]["path"][-1]: {e["label"]: e.get("text", e.get("intValue")) for e in n["metadataEntries"]}
+            for n in nodes}
+    sharded = meta[f"clean_{SHARDED}"]
+    assert {k: sharded.get(k) for k in ("shards", "executor", "sharding")} == {
+        "shards": 2, "executor": "multiprocess", "sharding": "crc32(raw line) mod shards"}, sharded
+    assert meta["clean_math_sft"]["shards"] == 1 and meta["clean_math_sft"]["executor"] == "multiprocess"
     names = {n["assetKey"]["path"][-1] for n in nodes}
     assert {"base_model", "sft_stage1", "sft_stage2", "reward_model", "rlhf", "if_rl", "math_rl", "code_rl",
             "swe_rl", "eval_swe_rl", "forgetting_matrix", "math_rl_prompts", "clean_math_prompts"} <= names
