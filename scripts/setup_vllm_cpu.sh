@@ -17,4 +17,7 @@ printf '*\n' > "$VENV/.gitignore"
 # need none of them, so they go.
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec
 "$VENV/bin/pip" install -q --no-deps -e .
+# What a GRPO stage needs beyond torch/transformers (rollout_engine=vllm runs the whole stage in
+# this venv): pyarrow for the prompt set, metrics and rollout audit; math-verify for the math reward.
+"$VENV/bin/pip" install -q "pyarrow>=17" "math-verify[antlr4_13_2]>=0.7"
 touch "$VENV/.installed"

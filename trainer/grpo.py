@@ -14,13 +14,14 @@ reason); every rollout with its per-reward results is recorded in the checkpoint
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Any
 
 from trainer.backend_api import check_finite
 from trainer.batching import build_group_batch, target_logprobs
 from trainer.prompt_set import load_prompt_set
-from trainer.rollout import HFRolloutEngine, Rollout
+from trainer.rollout import HFRolloutEngine, Rollout, resolve_rollout_engine
 from trainer.rollout_audit import RolloutAudit, reward_entry
 from trainer.scoring import (
     cache_counts,
@@ -70,6 +71,7 @@ class GRPOTrainer:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.backend: Any = None
         self.engine: Any = None
+        self.engine_name = "hf"  # the rollout engine in use (`auto` resolved), set by attach
         self.reference: Any = None
         self.audit: RolloutAudit | None = None
         self._scorers: list[Any] | None = None  # the rewards behind the reward cache, built on first use
@@ -81,7 +83,10 @@ class GRPOTrainer:
         self.backend = backend
         cfg = self.config
         self.audit = RolloutAudit(cfg.output_dir, enabled=backend.is_main)
-        if cfg.rollout_engine == "vllm":
+        self.engine_name, why = resolve_rollout_engine(cfg.rollout_engine, self.world_size)
+        if backend.is_main:
+            print(f"[grpo] rollout engine: {self.engine_name} ({why})", file=sys.stderr, flush=True)
+        if self.engine_name == "vllm":
             from trainer.rollout_vllm import VLLMRolloutEngine
 
             self.engine = VLLMRolloutEngine(cfg.policy, self.tokenizer, cfg.vllm, seed=cfg.seed)
@@ -101,7 +106,7 @@ class GRPOTrainer:
 
     def summary(self) -> dict[str, Any]:
         return {"prompts": len(self.rows), "skipped_long_prompts": self.skipped_long,
-                "retired_prompts": len(self.order.retired)}
+                "retired_prompts": len(self.order.retired), "rollout_engine": self.engine_name}
 
     def reward_records(self) -> list[dict[str, Any]]:
         return self._reward_records
@@ -238,7 +243,7 @@ class GRPOTrainer:
                     entropy_n += stats["n"]
                     kl_sum += stats["kl_sum"]
             grad_norm = backend.step()
-            if cfg.rollout_engine != "hf":
+            if self.engine_name != "hf":  # an engine holding its own copy: push after every update
                 self.engine.sync_weights(backend.model)
         t_train = time.perf_counter() - t0
         totals = backend.all_reduce_sum([loss_total, entropy_sum, float(entropy_n), kl_sum])

