@@ -98,6 +98,24 @@ DOMAIN_SCHEMAS: dict[str, pa.Schema] = {
         pa.field("chosen", STR, nullable=False),
         pa.field("rejected", STR, nullable=False),
     ),
+    # Cascade 2 multi-domain RL (rewards/multi_domain.py). MCQA: the prompt lists the options,
+    # `answer` is the correct letter.
+    "mcqa": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("answer", STR, nullable=False),
+    ),
+    # json_schema: the JSON Schema (a JSON string) the response must validate against.
+    "structured_output": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("json_schema", STR, nullable=False),
+    ),
+    # tools: JSON list of signatures (rendered in the system turn); reference_call: JSON
+    # {"name", "arguments"} the emitted <tool_call> must match.
+    "tool_call": _schema(
+        pa.field("prompt", STR, nullable=False),
+        pa.field("tools", STR, nullable=False),
+        pa.field("reference_call", STR, nullable=False),
+    ),
 }
 
 # Formatted SFT rows (output of chat formatting, input of the SFT trainer).
@@ -126,6 +144,9 @@ RL_SCHEMA = pa.schema(
         pa.field("kwargs", STR),
         pa.field("golden_patch", STR),
         pa.field("code_context", STR),
+        pa.field("json_schema", STR),  # structured_output rows
+        pa.field("tools", STR),  # tool_call rows (rendered into the prompt's system turn)
+        pa.field("reference_call", STR),  # tool_call rows
     ]
 )
 

@@ -58,6 +58,11 @@ REWARDS: dict[str, RewardEntry] = {
     "code": RewardEntry("rewards.code:CodeReward", columns=("tests",)),
     "swe": RewardEntry("rewards.swe:SweReward", columns=("golden_patch",), optional_columns=("code_context",)),
     "rm": RewardEntry("rewards.reward_model:RMReward", needs_reward_model=True),
+    "mcqa": RewardEntry("rewards.multi_domain:MCQAReward", columns=("answer",), optional_columns=("domain",)),
+    "structured_output": RewardEntry("rewards.multi_domain:StructuredOutputReward", columns=("json_schema",),
+                                     optional_columns=("domain",)),
+    "tool_call": RewardEntry("rewards.multi_domain:ToolCallReward", columns=("reference_call",),
+                             optional_columns=("domain", "tools")),
 }
 """Built-in reward name -> entry."""
 

@@ -18,8 +18,18 @@ from typing import Literal
 
 Family = Literal["sft", "reward_model", "rl"]
 
-DOMAINS = ("chat", "math", "code", "science", "instruction", "tool", "swe", "preference")
-"""Canonical row domains; each has one pyarrow schema in curation.schemas."""
+DOMAINS = ("chat", "math", "code", "science", "instruction", "tool", "swe", "preference",
+           "mcqa", "structured_output", "tool_call")
+"""Canonical row domains; each has one pyarrow schema in curation.schemas (the last three: Cascade 2's
+multi-domain RL: multiple-choice QA, JSON-schema structured output, tool calls with a reference call)."""
+
+STAGE_ORDERS: dict[str, tuple[str, ...]] = {
+    "cascade1": ("rlhf", "if", "math", "code", "swe"),
+    "cascade2": ("if", "multi_domain", "mopd", "rlhf", "math", "code", "swe"),
+}
+"""RL kind order of each published recipe (`stage_order:`): Cascade 1 (arXiv 2512.13607) and Cascade 2
+(arXiv 2603.19220; its long-context RL stage is a `math` stage with a longer budget). Kinds not listed
+may go anywhere; `cascade` is `cascade1`."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,10 @@ class StageKind:
     cascade_position: int | None = None
     """Place in the Cascade RL order (RLHF 1 → IF 2 → math 3 → code 4 → SWE 5): a recipe lists its RL
     stages in this order unless it sets `stage_order: custom`; None (a kind you add) may go anywhere."""
+    rewards_optional: bool = False
+    """The stage trains without rewards (MOPD: the teachers give the signal); rewards it lists are only monitored."""
+    config: str = "trainer.config:GRPOConfig"
+    """`module:Class` of the run config the checkpoint asset builds for it (a GRPOConfig subclass)."""
 
     @property
     def domain(self) -> str:
@@ -127,3 +141,12 @@ register_stage_kind(StageKind(
 register_stage_kind(StageKind(
     "swe", "rl", ("swe",), _GRPO, prompt_columns=("golden_patch", "code_context"), default_rewards=("swe",),
     eval_domain="swe", eval_reward="swe", cascade_position=5, description="SWE RL: execution-free patch similarity."))
+register_stage_kind(StageKind(
+    "multi_domain", "rl", ("mcqa", "tool_call", "structured_output"), "trainer.multi_domain:run_multi_domain",
+    default_rewards=("mcqa", "tool_call", "structured_output"), config="trainer.multi_domain:MultiDomainConfig",
+    description="Cascade 2 multi-domain RL: one GRPO stage over a mix of domains (`mix:`), a reward per domain."))
+register_stage_kind(StageKind(
+    "mopd", "rl", ("math", "chat", "instruction", "science", "code", "mcqa", "tool_call", "structured_output"),
+    "trainer.mopd:run_mopd", rewards_optional=True, config="trainer.mopd:MOPDConfig",
+    description="Cascade 2 multi-domain on-policy distillation: per-token reverse-KL advantage from each "
+                "domain's teacher checkpoint (`mopd.teachers`)."))

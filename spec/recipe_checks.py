@@ -11,7 +11,10 @@ even when some field is malformed and their findings join pydantic's in one erro
 * references: every stage source exists and has a domain the stage's kind takes; a stage whose
   rewards need the reward model has one declared;
 * order: RL stages follow the cascade (RLHF → IF → math → code → SWE, each kind's
-  `cascade_position`) unless the recipe sets `stage_order: custom`;
+  `cascade_position`), or the Cascade 2 order with `stage_order: cascade2` (spec.kinds.STAGE_ORDERS),
+  unless the recipe sets `stage_order: custom`;
+* stage blocks: a MOPD stage's `mopd.teachers` are earlier checkpoints serving domains it takes;
+  `mix:` only on multi_domain stages;
 * files: a source or benchmark path without a `generate:` fallback exists, and so does a
   `model.base` that is a folder rather than a built-in model.
 
@@ -24,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from spec.kinds import UnknownStageKindError, stage_kind, stage_kinds
+from spec.kinds import STAGE_ORDERS, UnknownStageKindError, stage_kind, stage_kinds
 from spec.paths import REPO_ROOT, cascade_home
 
 BUILTIN_MODELS = ("smollm2", "tiny")
@@ -158,21 +161,62 @@ def _reward_model_problems(data: dict, needs_reward_model: Callable[[str], bool]
 
 
 def _order_problems(data: dict) -> list[str]:
-    if data.get("stage_order", "cascade") != "cascade":
+    name = data.get("stage_order", "cascade")
+    if name == "cascade":
+        kinds = sorted((k for k in stage_kinds("rl") if k.cascade_position), key=lambda k: k.cascade_position or 0)
+        position = {k.name: k.cascade_position for k in kinds}
+    elif name in STAGE_ORDERS:
+        position = {k: i for i, k in enumerate(STAGE_ORDERS[name])}
+    else:
         return []
-    order = " → ".join(k.name for k in sorted((k for k in stage_kinds("rl") if k.cascade_position),
-                                               key=lambda k: k.cascade_position or 0))
+    order = " → ".join(sorted(position, key=lambda k: position[k]))
     out, latest = [], None
     for i, stage in _entries(data, "rl_stages"):
         kind = _kind(stage.get("kind"))
-        if kind is None or kind.cascade_position is None:
+        if kind is None or position.get(kind.name) is None:
             continue
-        if latest is not None and kind.cascade_position < latest[1].cascade_position:
+        if latest is not None and position[kind.name] < position[latest[1]]:
             out.append(f"rl_stages.{i}.kind: {kind.name!r} stage {stage.get('name')!r} comes after "
-                       f"{latest[1].name!r} stage {latest[0]!r}, against the cascade order ({order}); "
+                       f"{latest[1]!r} stage {latest[0]!r}, against the {name} order ({order}); "
                        "reorder the stages or set `stage_order: custom`")
         else:
-            latest = (stage.get("name"), kind)
+            latest = (stage.get("name"), kind.name)
+    return out
+
+
+def _stage_block_problems(data: dict) -> list[str]:
+    """`mopd:` only on (and required by) MOPD stages, its teachers earlier checkpoints of this recipe
+    serving domains the stage takes; `mix:` only on multi_domain stages, over domains it takes."""
+    chain = ["base_model"] + [s.get("name") for _, s in _entries(data, "sft_stages")]
+    out = []
+    for i, stage in _entries(data, "rl_stages"):
+        kind, block, mix = _kind(stage.get("kind")), stage.get("mopd"), stage.get("mix")
+        if kind is None:
+            chain.append(stage.get("name"))
+            continue
+        if kind.name == "mopd" and not isinstance(block, dict):
+            out.append(f"rl_stages.{i}.mopd: a mopd stage needs `mopd: {{teachers: {{domain: checkpoint}}}}`")
+        elif kind.name != "mopd" and block is not None:
+            out.append(f"rl_stages.{i}.mopd: only a `kind: mopd` stage takes teachers (this one is {kind.name!r})")
+        teachers = block.get("teachers") if isinstance(block, dict) else None
+        for domain, teacher in (teachers.items() if isinstance(teachers, dict) else []):
+            where = f"rl_stages.{i}.mopd.teachers.{domain}"
+            if domain != "default" and domain not in kind.source_domains:
+                out.append(f"{where}: a {kind.name} stage takes no {domain!r} rows (domains: "
+                           f"{', '.join(kind.source_domains)}, or `default`)")
+            if teacher == stage.get("name"):
+                out.append(f"{where}: the stage cannot be its own teacher")
+            elif teacher not in chain:
+                later = [s.get("name") for _, s in _entries(data, "rl_stages")]
+                what = "is trained after this stage" if teacher in later else "is not a checkpoint stage of this recipe"
+                out.append(f"{where}: teacher {teacher!r} {what}; a teacher is an earlier checkpoint "
+                           f"({', '.join(str(c) for c in chain)})")
+        if mix and kind.name != "multi_domain":
+            out.append(f"rl_stages.{i}.mix: only a `kind: multi_domain` stage takes a domain mix")
+        for domain in (mix if isinstance(mix, dict) and kind.name == "multi_domain" else {}):
+            if domain not in kind.source_domains:
+                out.append(f"rl_stages.{i}.mix.{domain}: a multi_domain stage mixes {', '.join(kind.source_domains)}")
+        chain.append(stage.get("name"))
     return out
 
 
@@ -206,5 +250,5 @@ def recipe_problems(data: dict, recipe_path: Path | None = None,
         stages.append(("reward_model.name", data["reward_model"].get("name", "reward_model")))
     stages += [(f"rl_stages.{i}.name", s.get("name")) for i, s in _entries(data, "rl_stages")]
     return (_duplicates(named) + _duplicates(benches) + _duplicates(stages) + _reference_problems(data)
-            + _reward_model_problems(data, needs_reward_model) + _order_problems(data)
+            + _reward_model_problems(data, needs_reward_model) + _order_problems(data) + _stage_block_problems(data)
             + _generation_problems(data, recipe_path) + _file_problems(data, recipe_path))

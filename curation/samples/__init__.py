@@ -32,12 +32,12 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from curation.samples import chat, code, instruction, math, swe
+from curation.samples import chat, code, instruction, math, multi_domain, swe
 from curation.samples.common import Record, make_rng
 
 GENERATORS: dict[str, Callable[[int], list[Record]]] = {
     name: fn
-    for module in (math, code, instruction, chat, swe)
+    for module in (math, code, instruction, chat, swe, multi_domain)
     for name, fn in module.GENERATORS.items()
 }
 """Generator name (the recipe's `generate:`) -> `fn(seed) -> records`."""

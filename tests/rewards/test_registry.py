@@ -19,7 +19,7 @@ from rewards.registry import (
 
 
 def test_names_resolve_to_reward_classes():
-    assert set(REWARDS) == {"math", "ifeval", "ifeval_rm", "code", "swe", "rm"}
+    assert set(REWARDS) == {"math", "ifeval", "ifeval_rm", "code", "swe", "rm", "mcqa", "structured_output", "tool_call"}
     for name in REWARDS:
         cls = reward_class(name)
         assert issubclass(cls, Reward) and cls.name == name

@@ -1,0 +1,97 @@
+"""Cascade 2 multi-domain RL prompts: multiple-choice QA, tool calls, structured output.
+
+Offline and deterministic like every sample generator (curation.samples): arithmetic and unit
+questions with four lettered options (`mcqa`), requests that one of a few declared tools answers
+with exact arguments (`tool_call`: `tools` + `reference_call`), and extraction requests whose
+answer is a JSON object under a strict JSON Schema (`structured_output`: `additionalProperties:
+false`, typed and required fields). Items use the RL slots only (curation.samples.common).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from curation.samples.common import RL_SLOTS, Record, draw, make_rng, public
+
+CITIES = ("Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Quito", "Perth", "Dakar", "Hanoi", "Bern", "Riga", "Accra")
+NAMES = ("Alice", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kemal", "Lena")
+CURRENCIES = ("USD", "EUR", "JPY", "GBP", "CHF", "INR")
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city.",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                    "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "convert_currency", "description": "Convert an amount of money.",
+     "parameters": {"type": "object", "properties": {"amount": {"type": "number"}, "source": {"type": "string"},
+                                                     "target": {"type": "string"}},
+                    "required": ["amount", "source", "target"]}}},
+    {"type": "function", "function": {"name": "set_timer", "description": "Start a countdown timer.",
+     "parameters": {"type": "object", "properties": {"minutes": {"type": "integer"}, "label": {"type": "string"}},
+                    "required": ["minutes", "label"]}}},
+]
+
+
+def _mcqa(rng: random.Random) -> dict[str, Any]:
+    a, b = rng.randint(11, 89), rng.randint(11, 89)
+    op = rng.choice(["sum", "difference"])
+    right = a + b if op == "sum" else a - b
+    wrong = {right + d for d in rng.sample([-11, -10, -2, -1, 1, 2, 9, 10], 6)} - {right}
+    options = [right, *rng.sample(sorted(wrong), 3)]
+    rng.shuffle(options)
+    letter = "ABCD"[options.index(right)]
+    lines = "\n".join(f"{'ABCD'[i]}) {v}" for i, v in enumerate(options))
+    what = f"the sum of {a} and {b}" if op == "sum" else f"{a} minus {b}"
+    prompt = f"Which option equals {what}?\n{lines}\nReply with the letter of the correct option."
+    return {"key": [op, a, b], "prompt": prompt, "answer": letter}
+
+
+def _tool_call(rng: random.Random) -> dict[str, Any]:
+    which = rng.randrange(3)
+    if which == 0:
+        city, unit = rng.choice(CITIES), rng.choice(["celsius", "fahrenheit"])
+        prompt, call = f"How warm is it in {city} right now, in {unit}?", {"name": "get_weather",
+                                                                            "arguments": {"city": city, "unit": unit}}
+    elif which == 1:
+        amount, src, dst = rng.randint(2, 900), *rng.sample(CURRENCIES, 2)
+        prompt = f"Convert {amount} {src} to {dst}."
+        call = {"name": "convert_currency", "arguments": {"amount": amount, "source": src, "target": dst}}
+    else:
+        minutes, label = rng.randint(1, 90), rng.choice(["tea", "pasta", "laundry", "break", "bread", "call"])
+        prompt = f"Set a {minutes} minute timer called {label}."
+        call = {"name": "set_timer", "arguments": {"minutes": minutes, "label": label}}
+    return {"key": call, "prompt": prompt, "tools": json.dumps(TOOLS), "reference_call": json.dumps(call)}
+
+
+def _structured(rng: random.Random) -> dict[str, Any]:
+    name, age, city = rng.choice(NAMES), rng.randint(18, 80), rng.choice(CITIES)
+    member = rng.choice([True, False])
+    schema = {"type": "object", "additionalProperties": False, "required": ["name", "age", "city", "member"],
+              "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
+                             "member": {"type": "boolean"}}}
+    status = "is a club member" if member else "is not a club member"
+    prompt = (f"{name} is {age} years old, lives in {city} and {status}. Reply with only a JSON object: "
+              "name (string), age (integer), city (string), member (boolean), no other keys.")
+    return {"key": [name, age, city, member], "prompt": prompt, "json_schema": json.dumps(schema)}
+
+
+def mcqa_rl(seed: int) -> list[Record]:
+    """Multiple-choice arithmetic questions (domain `mcqa`)."""
+    return [public(i, ("prompt", "answer")) for i in draw(make_rng("mcqa_rl", seed), 120, _mcqa, RL_SLOTS)]
+
+
+def tool_call_rl(seed: int) -> list[Record]:
+    """Requests one declared tool answers (domain `tool_call`)."""
+    rows = draw(make_rng("tool_call_rl", seed), 80, _tool_call, RL_SLOTS)
+    return [public(i, ("prompt", "tools", "reference_call")) for i in rows]
+
+
+def structured_output_rl(seed: int) -> list[Record]:
+    """Extraction into a strict JSON Schema (domain `structured_output`)."""
+    rows = draw(make_rng("structured_output_rl", seed), 60, _structured, RL_SLOTS)
+    return [public(i, ("prompt", "json_schema")) for i in rows]
+
+
+GENERATORS = {"mcqa_rl": mcqa_rl, "tool_call_rl": tool_call_rl, "structured_output_rl": structured_output_rl}
