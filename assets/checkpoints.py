@@ -6,7 +6,8 @@ inputs (parent version, dataset versions, reward versions, stage config, seed, t
 it is known before training: the folder `checkpoints/<stage>/<version>/` is never overwritten, a
 rerun with unchanged inputs reuses it, and old and new checkpoints coexist after a dataset swap.
 The same version is the one in the checkpoint's lineage record. Each RL checkpoint depends on
-its parent, its own prompt set, and the reward model only when one of its rewards needs it.
+its parent, its own prompt set, and the reward model only when one of its rewards needs it; a
+MOPD checkpoint also on every teacher checkpoint its `mopd.teachers` names (lineage lists each).
 """
 
 
@@ -56,11 +57,29 @@ def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], 
     if read_record(out_dir) is None:  # trainer-made checkpoints already have theirs
         details = {"kind": kind} | ({"overrides": overrides} if overrides else {})
         write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details))
+    _model_card(out_dir, kind, inputs, extra)
     meta = {"path": dg.MetadataValue.path(str(out_dir)), "data_version": version,
             "inputs": dg.MetadataValue.json(inputs), **extra}
     if overrides:
         meta["overrides"] = dg.MetadataValue.json(overrides)
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata=meta)
+
+
+_NOT_RECIPE = {"policy", "dataset", "output_dir", "lineage", "teachers", "rewards"}
+
+
+def _model_card(out_dir: Path, kind: str, inputs: list[dict], extra: dict[str, Any]) -> None:
+    """README.md (trainer.model_card) in policy checkpoint folders the platform made (never a user's own folder)."""
+    from trainer.model_card import write_model_card
+
+    if kind == "reward_model" or not (out_dir / "config.json").exists() \
+            or not out_dir.resolve().is_relative_to(checkpoint_root().resolve()):
+        return
+    record = read_record(out_dir) or {}
+    excerpt = {k: v for k, v in (record.get("config") or {}).items() if k not in _NOT_RECIPE}
+    base = ({"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}.get(extra.get("model")) if kind == "base_model"
+            else inputs[0]["asset"] if inputs else None)
+    write_model_card(out_dir, out_dir.parent.name, kind, base, excerpt, inputs)
 
 
 def _is_complete(out_dir: Path) -> bool:
@@ -165,29 +184,42 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
     kind = stage_kind(stage.kind)
     train = stage.train.model_dump(mode="json")
     reward_cfg = [r.model_dump(mode="json") for r in stage.rewards]
+    # MOPD teachers are checkpoint assets of this recipe: deps (a retrained teacher makes this stage
+    # stale) and lineage inputs; multi_domain's mix joins the run config.
+    teacher_keys = {d: key(CHECKPOINTS, t) for d, t in (stage.mopd.teachers.items() if stage.mopd else [])}
+    stage_cfg = {"mopd": stage.mopd.model_dump(mode="json")} if stage.mopd else {}
+    stage_cfg |= {"mix": dict(stage.mix)} if stage.mix else {}
+    if stage_cfg:
+        train = train | {"stage": stage_cfg}
 
-    @dg.asset(key=key(CHECKPOINTS, stage.name), deps=[k for k in (parent_key, prompts_key, rm_key) if k],
+    @dg.asset(key=key(CHECKPOINTS, stage.name),
+              deps=list(dict.fromkeys([k for k in (parent_key, prompts_key, rm_key) if k] + list(teacher_keys.values()))),
               group_name=CHECKPOINTS,  # reward code too: editing a reward makes this stage stale
               code_version=code + stable_hash([train, reward_cfg, reward_code_versions(stage.rewards)], 8),
               kinds={"pytorch"},
               description=f"{stage.kind} RL stage {stage.name!r}: GRPO from {parent} with rewards "
-                          f"{[r.name for r in stage.rewards]}.")
+                          f"{[r.name for r in stage.rewards]}." if not stage.mopd else
+                          f"MOPD stage {stage.name!r}: {parent} distilled on-policy from teachers {dict(stage.mopd.teachers)}.")
     def rl(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        from trainer.config import GRPOConfig
-
         parent_ref, prompts_ref = upstream_ref(context, parent_key), upstream_ref(context, prompts_key)
         rm_ref = upstream_ref(context, rm_key) if rm_key else None
         rewards = [r.model_copy(update={"options": {"model_path": rm_ref["path"], **r.options}})
                    if rm_ref and needs_reward_model(r.name) else r for r in stage.rewards]
+        teacher_refs = {d: upstream_ref(context, k) for d, k in teacher_keys.items()}
         inputs = [parent_ref, prompts_ref, *([rm_ref] if rm_ref else []), *reward_nodes(rewards)]
+        inputs += list({r["asset"]: r for r in teacher_refs.values() if r["asset"] != parent_ref["asset"]}.values())
         seed = recipe.seed + 100 + index
         version = checkpoint_version(parent_ref["data_version"], inputs, {"train": train, "rewards": reward_cfg}, seed, code)
         out = checkpoint_root() / stage.name / version
         overrides = overrides_for(recipe.overrides, "rl_stages", stage.name)
         if not _is_complete(out):
-            config = GRPOConfig(**train, policy=parent_ref["path"], dataset=str(Path(prompts_ref["path"]) / "data.parquet"),
-                                rewards=rewards, output_dir=str(out), seed=seed, resume=True,
-                                lineage=platform_lineage(out, version, code, inputs, overrides))
+            extra = {k: v for k, v in train.items() if k != "stage"} | stage_cfg.get("mopd", {})
+            extra |= {"teachers": {d: r["path"] for d, r in teacher_refs.items()}} if teacher_refs else {}
+            extra |= {"mix": stage_cfg["mix"]} if "mix" in stage_cfg else {}
+            config = import_target(kind.config)(**extra, policy=parent_ref["path"], rewards=rewards,
+                                                dataset=str(Path(prompts_ref["path"]) / "data.parquet"),
+                                                output_dir=str(out), seed=seed, resume=True,
+                                                lineage=platform_lineage(out, version, code, inputs, overrides))
             with timer.measure(context.asset_key.to_user_string()):
                 import_target(kind.trainer)(config)
         return _finish(out, version, code, inputs, stage.kind, _training_metadata(out) | _audit_metadata(out), overrides)

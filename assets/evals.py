@@ -1,23 +1,27 @@
-"""Evaluation assets: every checkpoint on every held-out domain, the forgetting matrix, and
-the blocking no-forgetting check that stops a stage that made the model forget.
+"""Evaluation assets: every checkpoint on every held-out domain, the forgetting matrix with the
+cascade report, and the checks that say whether a stage worked.
 
-Scores are mean reward × 100 ("points") per domain and mode; stderr is std/sqrt(n) in the
-same unit. The no-forgetting check compares an RL checkpoint with its parent on the domains
-of earlier RL stages: a drop larger than max(tolerance points, 2 standard errors of the
-difference) fails it, so small eval sets do not block on noise.
+Scores are mean reward × 100 ("points") per domain and mode, each with a 95% interval and the
+per-row raw scores, so two checkpoints are compared on the same rows (trainer.gates):
+
+  no_forgetting    (blocking by default) the new checkpoint against the best earlier checkpoint
+                   on each earlier RL domain; fails on a drop both significant and over tolerance
+  learned          the stage's own-domain gain over its input checkpoint; warns by default,
+                   blocks with `evals.learned_blocking`
+  training_signal  every trained stage: rewards with variance, a non-zero grad norm, a loss
+                   that moved (read from its metrics.parquet)
 """
 
 
 import json
-import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import dagster as dg
 
 from assets.checkpoints import checkpoint_chain
 from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, cascade_home, key, upstream_path, upstream_ref
-from assets.plots import matrix_markdown, matrix_plot_markdown
+from assets.plots import domain_panels_markdown, matrix_markdown
 from spec.hashing import code_hash, stable_hash
 from spec.kinds import kind_for_eval_domain, stage_kind
 from spec.lineage import make_record, write_record
@@ -27,17 +31,8 @@ def eval_root() -> Path:
     return cascade_home() / "evals"
 
 
-def domain_scores(report: dict[str, Any]) -> dict[str, tuple[float, float, int]]:
-    """(mean score over modes, stderr of that mean, n) per domain of an eval report."""
-    out = {}
-    for domain, by_mode in report.items():
-        cells = [c for c in by_mode.values() if c.get("n")]
-        if not cells:
-            continue
-        mean = sum(c["score"] for c in cells) / len(cells)
-        se = math.sqrt(sum(c["stderr"] ** 2 for c in cells)) / len(cells)
-        out[domain] = (mean, se, sum(c["n"] for c in cells))
-    return out
+def _interval(c: dict[str, Any]) -> str:
+    return f"{c['lo']:.1f}–{c['hi']:.1f}" if c.get("lo") is not None else f"± {c.get('stderr', 0):.1f}"
 
 
 def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str | None) -> dict[str, Any]:
@@ -57,6 +52,9 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
             continue
         table = pq.read_table(upstream_path(context, key(BENCHMARKS, f"bench_{bench.name}")) / "data.parquet")
         if bench.eval_limit:
+            if table.num_rows < bench.eval_limit:  # evaluate what there is, and say so
+                context.log.warning(f"eval set {bench.name}: {table.num_rows} rows, fewer than eval_limit "
+                                    f"{bench.eval_limit}")
             table = table.slice(0, bench.eval_limit)
         rows = eval_rows(table, kind.name, bench.name)
         options = {"model_path": rm_path} if needs_rm else {}
@@ -73,6 +71,14 @@ def eval_code_version(recipe: Recipe) -> str:
     return code_hash("trainer") + stable_hash(reward_code_versions(names), 8)
 
 
+_GATE_FIELDS = {"forgetting_tolerance_points", "blocking", "alpha", "learned_blocking", "training_signal_blocking"}
+
+
+def eval_config(recipe: Recipe) -> dict[str, Any]:
+    """The eval settings that change scores (gate settings do not: changing them re-runs no eval)."""
+    return recipe.evals.model_dump(exclude=_GATE_FIELDS)
+
+
 def eval_input_keys(recipe: Recipe, stage: str) -> list[dg.AssetKey]:
     """Checkpoint first, then the eval sets, then the reward model (for the rm domain)."""
     keys = [key(CHECKPOINTS, stage)] + [key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks if b.eval_domain]
@@ -84,7 +90,7 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
     checkpoint, eval sets, reward model and eval config, and reused by whoever asks next
     (the eval asset and the no-forgetting check share it)."""
     refs = [upstream_ref(context, k) for k in eval_input_keys(recipe, stage)]
-    config = recipe.evals.model_dump()
+    config = eval_config(recipe)
     code = eval_code_version(recipe)
     version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code})
     out = eval_root() / stage / version
@@ -96,30 +102,74 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
         with (timer or WorkTimer()).measure(f"evaluate {stage}"):
             raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, recipe, rm_path),
                                       modes=tuple(recipe.evals.modes), max_new_tokens=recipe.evals.max_new_tokens,
-                                      seed=recipe.seed)
+                                      seed=recipe.seed, engine=recipe.evals.engine,
+                                      batch_size=recipe.evals.batch_size)
         # Points: mean reward x 100, so tolerances read as accuracy points.
-        report = {d: {m: {**c, "score": 100 * c["score"], "stderr": 100 * c["stderr"]} for m, c in by.items()}
-                  for d, by in raw.items()}
+        # Per-row scores stay raw (the paired tests need 0/1 pass rates as they are).
+        limits = {b.eval_domain: b.eval_limit for b in recipe.benchmarks if b.eval_domain}
+        report = {d: {m: {**c, **{f: 100 * c[f] for f in ("score", "stderr", "lo", "hi")},
+                          **({"eval_limit": limits[d], "short": sum(c["reasons"].values()) < limits[d]}
+                             if limits.get(d) else {})}
+                      for m, c in by.items()} for d, by in raw.items()}
         out.mkdir(parents=True, exist_ok=True)
         report_path.write_text(json.dumps(report, indent=2))
         write_record(out, make_record(f"eval_{stage}", version, out, code, refs, kind="eval"))
+        from trainer.model_card import set_eval_table
+
+        set_eval_table(refs[0]["path"], scores_markdown(report))  # the checkpoint's model card
     return version, out, json.loads(report_path.read_text())
+
+
+def scores_markdown(report: dict[str, Any]) -> str:
+    """| domain | mode | score | 95% interval | n | of an eval report."""
+    return "| domain | mode | score | 95% interval | n |\n|---|---|---:|---|---:|\n" + "\n".join(
+        f"| {d} | {m} | {c['score']:.1f} | {_interval(c)} | {c['n']}{' (short)' if c.get('short') else ''} |"
+        for d, by in report.items() for m, c in by.items())
 
 
 def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefinition:
     @dg.asset(key=key(EVALS, f"eval_{stage}"), deps=eval_input_keys(recipe, stage),
-              group_name=EVALS, code_version=eval_code_version(recipe) + stable_hash(recipe.evals.model_dump(), 8),
+              group_name=EVALS, code_version=eval_code_version(recipe) + stable_hash(eval_config(recipe), 8),
               kinds={"json"}, description=f"Held-out scores of {stage!r} on every domain, in /think and /no_think modes.")
     def evaluation(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         version, out, report = ensure_eval(context, recipe, stage, timer)
-        table = "| domain | mode | score | ± | n |\n|---|---|---:|---:|---:|\n" + "\n".join(
-            f"| {d} | {m} | {c['score']:.1f} | {c['stderr']:.1f} | {c['n']} |" for d, by in report.items() for m, c in by.items())
+        table = scores_markdown(report)
+        summary = {d: {m: {k: v for k, v in c.items() if k != "rows"} for m, c in by.items()} for d, by in report.items()}
         return dg.MaterializeResult(
             data_version=dg.DataVersion(version),
             metadata={"path": dg.MetadataValue.path(str(out)), "data_version": version,
-                      "scores": dg.MetadataValue.md(table), "report": dg.MetadataValue.json(report)})
+                      "scores": dg.MetadataValue.md(table), "report": dg.MetadataValue.json(summary),
+                      "short_eval_sets": dg.MetadataValue.json(
+                          sorted({d for d, by in report.items() for c in by.values() if c.get("short")}))})
 
     return evaluation
+
+
+def _read_eval(folder: Path | None) -> dict[str, Any] | None:
+    return json.loads((folder / "eval.json").read_text()) if folder and (folder / "eval.json").exists() else None
+
+
+def _read_metrics(folder: Path | None) -> list[dict[str, Any]] | None:
+    if folder is None or not (folder / "metrics.parquet").exists():
+        return None
+    import pyarrow.parquet as pq
+
+    return pq.read_table(folder / "metrics.parquet").to_pylist()
+
+
+def cascade_report(recipe: Recipe, path_of: Callable[[dg.AssetKey], Path | None]) -> dict[str, Any]:
+    """The cascade report (trainer.cascade_report) from the latest eval reports and stage metrics;
+    `path_of` gives an asset's folder, None when it was never materialized (shown as missing)."""
+    from trainer.cascade_report import build_report
+
+    chain = checkpoint_chain(recipe)
+    stages, parents = [s for s, _ in chain], dict(chain)
+    domains = list(dict.fromkeys(b.eval_domain for b in recipe.benchmarks if b.eval_domain))
+    own = {rl.name: stage_kind(rl.kind).eval_domain for rl in recipe.rl_stages}
+    evals = {s: _read_eval(path_of(key(EVALS, f"eval_{s}"))) for s in stages}
+    metrics = {s: _read_metrics(path_of(key(CHECKPOINTS, s))) for s in stages if parents[s]}
+    return build_report(stages, parents, own, domains, evals, metrics, recipe.evals.forgetting_tolerance_points,
+                        recipe.evals.alpha)
 
 
 def _forgetting_matrix(recipe: Recipe, stages: list[str]) -> dg.AssetsDefinition:
@@ -127,78 +177,119 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str]) -> dg.AssetsDefinition
 
     @dg.asset(key=key(EVALS, "forgetting_matrix"), deps=eval_keys, group_name=EVALS, kinds={"json"},
               code_version=code_hash("assets"),
-              description="Domains × checkpoints: how each stage moved every domain's held-out score.")
+              description="Domains × checkpoints with 95% intervals, each stage's own-domain gain with its "
+                          "p-value, every gate's verdict and margin, training-curve summaries (the cascade report).")
     def forgetting_matrix(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        scores: dict[str, dict[str, float]] = {}
-        for stage, k in zip(stages, eval_keys):
-            report = json.loads((upstream_path(context, k) / "eval.json").read_text())
-            scores[stage] = {d: s[0] for d, s in domain_scores(report).items()}
-        domains = sorted({d for s in scores.values() for d in s})
-        version = stable_hash(scores)
+        from trainer.cascade_report import render_markdown
+
+        def path_of(k: dg.AssetKey) -> Path | None:
+            try:
+                return upstream_path(context, k)
+            except dg.Failure:
+                return None
+
+        report = cascade_report(recipe, path_of)
+        domains = report["domains"]
+        scores = {s: {d: c["score"] for d, c in report["matrix"][s].items() if c} for s in stages}
+        version = stable_hash(report)
         out = eval_root() / "forgetting_matrix" / version
         out.mkdir(parents=True, exist_ok=True)
         (out / "forgetting.json").write_text(json.dumps({"domains": domains, "checkpoints": stages, "scores": scores}, indent=2))
-        table = matrix_markdown(domains, stages, scores)
-        (out / "forgetting.md").write_text(table + "\n")
+        (out / "forgetting.md").write_text(matrix_markdown(domains, stages, scores) + "\n")
+        (out / "report.json").write_text(json.dumps(report, indent=2))
+        markdown = render_markdown(report)
+        (out / "report.md").write_text(markdown + "\n")
         write_record(out, make_record("forgetting_matrix", version, out, code_hash("assets"),
-                                      [upstream_ref(context, k) for k in eval_keys], kind="eval"))
+                                      [upstream_ref(context, k) for k in eval_keys if path_of(k)], kind="eval"))
         return dg.MaterializeResult(
             data_version=dg.DataVersion(version),
             metadata={"path": dg.MetadataValue.path(str(out)), "data_version": version,
-                      "matrix": dg.MetadataValue.md(table),
-                      "plot": dg.MetadataValue.md(matrix_plot_markdown(domains, stages, scores))})
+                      "matrix": dg.MetadataValue.md(markdown),
+                      "plot": dg.MetadataValue.md(domain_panels_markdown(report))})
 
     return forgetting_matrix
 
 
-def forgetting_verdict(parent: dict[str, Any], child: dict[str, Any], domains: list[str], tolerance: float) -> tuple[bool, list[dict[str, Any]]]:
-    """Compare two eval reports on `domains`; returns (passed, per-domain rows)."""
-    p, c = domain_scores(parent), domain_scores(child)
-    rows, passed = [], True
-    for d in domains:
-        if d not in p or d not in c:
-            continue
-        drop = p[d][0] - c[d][0]
-        allowed = max(tolerance, 2 * math.sqrt(p[d][1] ** 2 + c[d][1] ** 2))
-        ok = drop <= allowed
-        passed &= ok
-        rows.append({"domain": d, "parent": round(p[d][0], 2), "child": round(c[d][0], 2),
-                     "drop": round(drop, 2), "allowed": round(allowed, 2), "ok": ok})
-    return passed, rows
+def _load_evals(context, stages: list[str]) -> dict[str, dict[str, Any]]:
+    return {s: json.loads((upstream_path(context, key(EVALS, f"eval_{s}")) / "eval.json").read_text()) for s in stages}
 
 
-def _no_forgetting_check(recipe: Recipe, stage: str, parent: str, earlier_domains: list[str],
+def _no_forgetting_check(recipe: Recipe, stage: str, earlier_stages: list[str], earlier_domains: list[str],
                          timer: WorkTimer) -> dg.AssetChecksDefinition:
     # The check evaluates the new checkpoint itself (eval_<stage> is downstream of the gated
     # checkpoint, so it cannot be an input); ensure_eval stores the report for that asset.
-    parent_key = key(EVALS, f"eval_{parent}")
-    tol = recipe.evals.forgetting_tolerance_points
+    tol, alpha = recipe.evals.forgetting_tolerance_points, recipe.evals.alpha
 
     @dg.asset_check(asset=key(CHECKPOINTS, stage), name="no_forgetting", blocking=recipe.evals.blocking,
-                    additional_deps=[parent_key, *eval_input_keys(recipe, stage)[1:]],
-                    description=f"No earlier domain ({', '.join(earlier_domains) or 'none'}) drops by more than "
-                                f"max({tol} points, 2 standard errors) from {parent} to {stage}.")
+                    additional_deps=[*(key(EVALS, f"eval_{s}") for s in earlier_stages),
+                                     *eval_input_keys(recipe, stage)[1:]],
+                    description=f"No earlier domain ({', '.join(earlier_domains) or 'none'}) drops below the best "
+                                f"earlier checkpoint by more than {tol} points with paired p < {alpha}.")
     def no_forgetting(context) -> dg.AssetCheckResult:
+        from trainer.gates import forgetting_gate
+
         _, _, child = ensure_eval(context, recipe, stage, timer)
-        par = json.loads((upstream_path(context, parent_key) / "eval.json").read_text())
-        passed, rows = forgetting_verdict(par, child, earlier_domains, tol)
-        return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR,
-                                   metadata={"domains": dg.MetadataValue.json(rows), "tolerance_points": tol})
+        passed, rows = forgetting_gate(child, _load_evals(context, earlier_stages), earlier_domains, tol, alpha)
+        margins = [r["margin"] for r in rows if "margin" in r]
+        return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata={
+            "domains": dg.MetadataValue.json(rows), "tolerance_points": tol, "alpha": alpha,
+            **({"worst_margin_points": min(margins)} if margins else {})})
 
     return no_forgetting
 
 
+def _learned_check(recipe: Recipe, stage: str, parent: str, domain: str, timer: WorkTimer) -> dg.AssetChecksDefinition:
+    alpha, blocking = recipe.evals.alpha, recipe.evals.learned_blocking
+
+    @dg.asset_check(asset=key(CHECKPOINTS, stage), name="learned", blocking=blocking,
+                    additional_deps=[key(EVALS, f"eval_{parent}"), *eval_input_keys(recipe, stage)[1:]],
+                    description=f"{stage} raises its own domain ({domain}) over {parent}: paired test, p < {alpha}"
+                                f" ({'blocking' if blocking else 'warns'}).")
+    def learned(context) -> dg.AssetCheckResult:
+        from trainer.gates import learned_gate
+
+        _, _, child = ensure_eval(context, recipe, stage, timer)
+        g = learned_gate(_load_evals(context, [parent])[parent], child, domain, alpha)
+        numbers = {k: g[k] for k in ("gain", "gain_lo", "gain_hi", "p_value") if k in g}
+        return dg.AssetCheckResult(
+            passed=g["passed"], severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
+            metadata={"verdict": dg.MetadataValue.json(g), "status": g["status"], **numbers})
+
+    return learned
+
+
+def _training_signal_check(recipe: Recipe, stage: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=key(CHECKPOINTS, stage), name="training_signal",
+                    blocking=recipe.evals.training_signal_blocking,
+                    description="The stage could learn: rewards had variance, the grad norm was not 0 on every "
+                                "step, the loss moved (from its metrics.parquet).")
+    def training_signal_check(context) -> dg.AssetCheckResult:
+        from trainer.gates import curve_summary, training_signal
+
+        rows = _read_metrics(upstream_path(context, key(CHECKPOINTS, stage))) or []
+        passed, problems = training_signal(rows)
+        return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata={
+            "problems": dg.MetadataValue.json(problems), "steps": len(rows),
+            "curves": dg.MetadataValue.json(curve_summary(rows))})
+
+    return training_signal_check
+
+
 def build_eval_assets(recipe: Recipe, timer: WorkTimer) -> tuple[list, list]:
-    if not any(b.eval_domain for b in recipe.benchmarks):
-        return [], []
     chain = checkpoint_chain(recipe)
+    parents = dict(chain)
+    checks = [_training_signal_check(recipe, s) for s, p in chain if p is not None]
+    eval_domains = {b.eval_domain for b in recipe.benchmarks if b.eval_domain}
+    if not eval_domains:
+        return [], checks
     stages = [s for s, _ in chain]
     assets = [_eval_asset(recipe, s, timer) for s in stages] + [_forgetting_matrix(recipe, stages)]
-    checks, earlier = [], []
+    earlier: list[str] = []
     for rl in recipe.rl_stages:
-        parent = dict(chain)[rl.name]
-        checks.append(_no_forgetting_check(recipe, rl.name, parent, list(earlier), timer))
+        checks.append(_no_forgetting_check(recipe, rl.name, stages[:stages.index(rl.name)], list(earlier), timer))
         own = stage_kind(rl.kind).eval_domain
+        if own and own in eval_domains:
+            checks.append(_learned_check(recipe, rl.name, parents[rl.name], own, timer))
         if own and own not in earlier:
             earlier.append(own)
     return assets, checks

@@ -60,3 +60,30 @@ def matrix_plot_markdown(domains: list[str], checkpoints: list[str], scores: dic
     ax.legend(fontsize=7, loc="best")
     ax.tick_params(axis="x", labelrotation=30)
     return _png_markdown(fig, "forgetting matrix")
+
+
+def domain_panels_markdown(report: dict[str, Any]) -> str | None:
+    """One panel per domain (each its own y-scale: the reward model's score and 0–100 pass rates
+    do not share an axis): score per checkpoint with its 95% interval as error bars."""
+    domains, checkpoints, matrix = report["domains"], report["checkpoints"], report["matrix"]
+    if not domains:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(domains), figsize=(max(3.0, 0.5 * len(checkpoints) + 1.5) * len(domains), 3),
+                             squeeze=False)
+    for ax, d in zip(axes[0], domains):
+        xs = [i for i, c in enumerate(checkpoints) if matrix[c].get(d)]
+        cells = [matrix[checkpoints[i]][d] for i in xs]
+        ys = [c["score"] for c in cells]
+        err = [[c["score"] - c["lo"] for c in cells], [c["hi"] - c["score"] for c in cells]]
+        if xs:
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3)
+        ax.set_title(d if xs else f"{d} (missing)")
+        ax.set_xticks(range(len(checkpoints)), checkpoints, rotation=60, fontsize=7)
+        ax.set_ylabel("points")
+    fig.tight_layout()
+    return _png_markdown(fig, "held-out score per domain")

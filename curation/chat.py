@@ -10,7 +10,10 @@ Conventions (Cascade RL's unified model):
   `DEFAULT_SYSTEM`.
 - The reasoning mode is chosen per user turn: ` /think` or ` /no_think` is appended.
 - Thinking responses are `<think>…</think>` + answer (exactly one block); non-thinking
-  responses contain no think block at all.
+  responses contain no think block at all: the assistant turn after a /no_think user turn is
+  rendered with an empty think block first (`NO_THINK_PREFILL`, as hybrid reasoning models
+  do), in SFT text and in every generation prompt (RL rollouts, evals, teacher sampling), so
+  the model answers after it and the response itself never holds one.
 - Tools are declared in the system prompt inside `<tools></tools>`, one JSON signature per
   line; calls are `<tool_call>{"name": …, "arguments": {…}}</tool_call>`.
 - Multi-turn: a canonical `prompt` may be a JSON list of `{"role", "content"}` turns ending
@@ -44,11 +47,21 @@ TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 # Jinja chat template equal to `render_messages` (transformers renders with
 # trim_blocks/lstrip_blocks; the template is written so those flags do not matter).
+# An assistant turn answering a /no_think user turn starts with an empty think block (as hybrid
+# reasoning models do): the generation prompt pre-fills it, so a /no_think response never holds one.
+NO_THINK_PREFILL = THINK_OPEN + "\n\n" + THINK_CLOSE + "\n\n"
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% set prev = messages[loop.index0 - 1] if loop.index0 > 0 else none %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['role'] == 'assistant' and prev and prev['role'] == 'user' "
+    "and prev['content'].endswith(' /no_think') and '<think>' not in message['content'] %}"
+    "{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{{ message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if messages and messages[-1]['role'] == 'user' and messages[-1]['content'].endswith(' /no_think') %}"
+    "{{ '<think>\n\n</think>\n\n' }}{% endif %}{% endif %}"
 )
 
 
@@ -67,14 +80,31 @@ def final_text(completion: str) -> str:
 Message = dict[str, str]
 
 
+def _prefilled(messages: Sequence[Message], i: int) -> bool:
+    """Whether the assistant turn at `i` (or the generation prompt, i == len) starts with the empty
+    think block: it answers a /no_think user turn and has no think block of its own."""
+    prev = messages[i - 1] if i > 0 else None
+    if prev is None or prev["role"] != "user" or not prev["content"].endswith(MODE_SUFFIX["no_think"]):
+        return False
+    return i == len(messages) or THINK_OPEN not in messages[i]["content"]
+
+
 def render_messages(messages: Sequence[Message], add_generation_prompt: bool = False) -> str:
     """ChatML text of `messages`; with `add_generation_prompt` an open assistant turn follows.
 
+    An assistant turn answering a `/no_think` user turn (and the open turn after one) starts with
+    the empty think block `NO_THINK_PREFILL`, so /no_think generation continues after it.
+
     >>> render_messages([{"role": "user", "content": "hi /no_think"}], add_generation_prompt=True)
-    '<|im_start|>user\\nhi /no_think<|im_end|>\\n<|im_start|>assistant\\n'
+    '<|im_start|>user\\nhi /no_think<|im_end|>\\n<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n'
+    >>> render_messages([{"role": "user", "content": "hi /think"}], add_generation_prompt=True)
+    '<|im_start|>user\\nhi /think<|im_end|>\\n<|im_start|>assistant\\n'
     """
-    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return text + "<|im_start|>assistant\n" if add_generation_prompt else text
+    text = "".join(f"<|im_start|>{m['role']}\n{NO_THINK_PREFILL if m['role'] == 'assistant' and _prefilled(messages, i) else ''}"
+                   f"{m['content']}<|im_end|>\n" for i, m in enumerate(messages))
+    if add_generation_prompt:
+        text += "<|im_start|>assistant\n" + (NO_THINK_PREFILL if _prefilled(messages, len(messages)) else "")
+    return text
 
 
 def tools_block(tools: Sequence[dict[str, Any]] | str) -> str:

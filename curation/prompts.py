@@ -109,7 +109,7 @@ def rl_columns(row: Mapping[str, Any], domain: str) -> dict[str, Any]:
                 "code_context": row["code_context"]}
     else:
         out["prompt"] = row.get("prompt")
-        for col in ("answer", "tests", "instruction_id_list", "kwargs"):
+        for col in ("answer", "tests", "instruction_id_list", "kwargs", "json_schema", "tools", "reference_call"):
             if row.get(col) is not None:
                 out[col] = row[col]
     return out

@@ -14,6 +14,7 @@ import sys
 # Modules that contribute subcommands, in help order.
 _COMMAND_MODULES = (
     "dagster_project.commands",  # run, status, lineage
+    "dagster_project.report_command",  # report
     "curation.cli",  # decontam
     "rewards.cli",  # verify
     "sandboxes.cli",  # sandbox

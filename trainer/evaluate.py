@@ -6,10 +6,14 @@ rendered exactly as training renders it (curation.chat: default system prompt + 
 (domain, mode) is the mean score, its standard error, the number of scored rows and a histogram of
 the reward's reasons (wrong_answer, no_boxed_answer, timeout, ...).
 
+Completions come from the generation engine interface (generation.engine; `hf` by default),
+greedy (temperature 0), all rows of a set and mode in one batched call.
 Why greedy: the forgetting gate compares checkpoints, so the only thing allowed to move a score is
 the weights; sampling noise would make a small eval set block (or pass) at random.
-Why the standard error: the no-forgetting check tolerates max(2 points, 2 stderr) so small eval
-sets do not block on noise; stderr = population std / sqrt(n).
+Each cell carries a 95% interval (trainer.stats: Wilson for pass rates, bootstrap for continuous
+scores such as the reward model's) and the per-row scores keyed by row id, so the gates
+(trainer.gates) compare two checkpoints on the same rows with a paired test; stderr = population
+std / sqrt(n) stays for reports without rows.
 Rows whose reward is None ("not applicable") are counted under their reason but excluded from the
 mean and from n.
 Scores go through the reward cache (rewards.cache), the same file as training by default
@@ -33,8 +37,8 @@ import pyarrow as pa
 from rewards.base import Reward, RewardResult
 
 MODES = ("think", "no_think")
-# The rollout engines sample; at this temperature the softmax is one-hot in fp32, so sampling is
-# argmax decoding (exact ties aside, and those are resolved by the fixed seed).
+# The trainer's rollout engines sample; at this temperature the softmax is one-hot in fp32, so
+# sampling is argmax decoding (generate_greedy; the generation engines take temperature 0).
 GREEDY_TEMPERATURE = 1e-6
 # Reward columns passed to verifiers (everything in RL_SCHEMA except the prompt itself).
 REWARD_COLUMNS = ("answer", "tests", "instruction_id_list", "kwargs", "golden_patch", "code_context")
@@ -59,16 +63,27 @@ class EvalScore:
     scores: list[float] = field(default_factory=list)
     reasons: Counter = field(default_factory=Counter)
 
-    def add(self, result: RewardResult) -> None:
+    row_scores: dict[str, float | None] = field(default_factory=dict)
+
+    def add(self, result: RewardResult, row_id: str | None = None) -> None:
         self.reasons[result.reason] += 1
-        if result.score is not None:
-            self.scores.append(float(result.score))
+        score = None if result.score is None else float(result.score)
+        if score is not None:
+            self.scores.append(score)
+        if row_id is not None:
+            self.row_scores[row_id] = score
 
     def as_dict(self) -> dict[str, Any]:
+        """score, stderr, 95% interval (lo, hi; Wilson for pass rates, bootstrap otherwise), n,
+        reasons and the per-row raw scores (`rows`, None = not applicable) the paired gates use."""
+        from trainer.stats import cell
+
         n = len(self.scores)
         mean = sum(self.scores) / n if n else 0.0
         var = sum((s - mean) ** 2 for s in self.scores) / n if n else 0.0
-        return {"score": mean, "stderr": math.sqrt(var / n) if n else 0.0, "n": n, "reasons": dict(self.reasons)}
+        ci = cell(self.scores)
+        return {"score": mean, "stderr": math.sqrt(var / n) if n else 0.0, "lo": ci.lo, "hi": ci.hi,
+                "interval": ci.method, "n": n, "reasons": dict(self.reasons), "rows": dict(self.row_scores)}
 
 
 def eval_set_from_parquet(path: str | os.PathLike, domain: str, limit: int | None = None,
@@ -105,8 +120,12 @@ def score_completions(eval_set: EvalSet, completions: Sequence[str],
     columns = {c: table.column(c).to_pylist() for c in REWARD_COLUMNS if c in table.column_names}
     reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
     agg = EvalScore()
-    for result in reward.score(table.column("prompt").to_pylist(), list(completions), **columns):
-        agg.add(result)
+    ids = (table.column("row_id").to_pylist() if "row_id" in table.column_names else None) or range(table.num_rows)
+    ids = [str(i) if rid is None else str(rid) for i, rid in enumerate(ids)]
+    if len(set(ids)) != len(ids):  # duplicate ids cannot pair rows: fall back to positions
+        ids = [str(i) for i in range(len(ids))]
+    for rid, result in zip(ids, reward.score(table.column("prompt").to_pylist(), list(completions), **columns)):
+        agg.add(result, rid)
     return agg.as_dict()
 
 
@@ -117,48 +136,61 @@ def evaluate_checkpoint(
     max_new_tokens: int = 256,
     batch_size: int = 16,
     seed: int = 0,
-    rollout_engine: str = "hf",
-    vllm_options: dict[str, Any] | None = None,
+    engine: str = "hf",
+    engine_options: dict[str, Any] | None = None,
     reward_cache: str | os.PathLike | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Evaluate `checkpoint_dir` on every set in every mode -> {domain: {mode: {score, stderr, n, reasons}}}.
+    """Evaluate `checkpoint_dir` on every set in every mode -> {domain: {mode: cell}} (EvalScore.as_dict).
 
-    `rollout_engine` is "hf" (CPU/GPU) or "vllm" (GPU, [gpu] extra); `seed` resolves exact logit ties.
+    Completions come from a generation engine (generation.engine: `hf` by default, `vllm` on a
+    GPU, `openai` for a served model), greedy, every set's prompts in one batched call per mode.
     `reward_cache`: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with training), "off" = none.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from trainer.rollout import HFRolloutEngine
+    from generation.engine import build_engine
 
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir)
-    if rollout_engine == "vllm":
-        from trainer.rollout_vllm import VLLMRolloutEngine
-
-        engine = VLLMRolloutEngine(checkpoint_dir, tokenizer, vllm_options, seed=seed)
-    elif rollout_engine == "hf":
-        model = AutoModelForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32)
-        engine = HFRolloutEngine(model, tokenizer, batch_size=batch_size)
-    else:
-        raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {rollout_engine!r}")
+    options = dict(engine_options or {})
+    if engine == "hf":
+        options = {"dtype": "float32", "batch_size": batch_size} | options
+    gen = build_engine(engine, str(checkpoint_dir), **options)
     results: dict[str, dict[str, dict[str, Any]]] = {}
-    for domain, eval_set in eval_sets.items():
-        results[domain] = {}
-        prompts = eval_set.table.column("prompt").to_pylist()
-        for mode in eval_set.modes or modes:
-            texts = render_prompts(prompts, mode)
-            completions = generate_greedy(engine, tokenizer, texts, max_new_tokens, seed)
-            results[domain][mode] = score_completions(eval_set, completions, reward_cache)
+    try:
+        for domain, eval_set in eval_sets.items():
+            results[domain] = {}
+            prompts = eval_set.table.column("prompt").to_pylist()
+            for mode in eval_set.modes or modes:
+                completions = complete_greedy(gen, render_prompts(prompts, mode), max_new_tokens, seed)
+                results[domain][mode] = score_completions(eval_set, completions, reward_cache)
+    finally:
+        gen.close()
     return results
+
+
+def complete_greedy(engine: Any, texts: Sequence[str], max_new_tokens: int, seed: int = 0) -> list[str]:
+    """One greedy completion per rendered prompt, through a generation.engine.Engine; a prompt
+    too long for the model's context gets an empty completion (scored as the reward sees it)."""
+    from generation.engine import PromptTooLong, Request, Sampling
+
+    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
+    out = [""] * len(texts)
+    todo = list(range(len(texts)))
+    while todo:
+        try:
+            groups = engine.generate([Request(texts[i]) for i in todo], sampling)
+        except PromptTooLong as err:
+            todo = [i for k, i in enumerate(todo) if k not in set(err.indexes)]
+            continue
+        for i, group in zip(todo, groups):
+            out[i] = group[0].text
+        break
+    return out
 
 
 def generate_greedy(engine: Any, tokenizer: Any, texts: Sequence[str], max_new_tokens: int,
                     seed: int = 0) -> list[str]:
-    """One greedy completion per rendered prompt, through a trainer RolloutEngine."""
+    """One greedy completion per rendered prompt, through a trainer RolloutEngine (scripts use it)."""
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     groups = engine.generate(ids, num_generations=1, max_new_tokens=max_new_tokens,
                              temperature=GREEDY_TEMPERATURE, seed=seed)

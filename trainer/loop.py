@@ -20,11 +20,19 @@ from trainer.metrics import MetricsWriter, format_line
 from trainer.stage import StageResult, result_for
 
 
+TRAINERS = {"mopd": "trainer.mopd:MOPDTrainer", "multi_domain": "trainer.multi_domain:MultiDomainTrainer"}
+"""Trainer classes of the run kinds besides sft and grpo (GRPO variants built beside it)."""
+
+
 def _make_trainer(kind: str, config: Any, tokenizer: Any, world_size: int, rank: int) -> Any:
     if kind == "sft":
         from trainer.sft import SFTTrainer
 
         return SFTTrainer(config, tokenizer, world_size=world_size, rank=rank)
+    if kind in TRAINERS:
+        from spec.entry_points import import_target
+
+        return import_target(TRAINERS[kind])(config, tokenizer, world_size=world_size, rank=rank)
     from trainer.grpo import GRPOTrainer
 
     return GRPOTrainer(config, tokenizer, world_size=world_size, rank=rank)
@@ -49,7 +57,7 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
     trainer = _make_trainer(kind, config, tokenizer, world_size, rank)
     backend = make_backend(model, trainer)
     trainer.attach(backend)
-    metrics = MetricsWriter(out, config.tensorboard, enabled=backend.is_main)
+    metrics = MetricsWriter(out, config.tensorboard, enabled=backend.is_main, tracking=config.tracking)
     start = 0
     if ckpt is not None:
         state = load_checkpoint(ckpt, backend)

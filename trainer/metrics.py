@@ -1,4 +1,5 @@
-"""Per-step metrics: one row per step in metrics.parquet plus TensorBoard scalars under tb/.
+"""Per-step metrics: one row per step in metrics.parquet, plus the recipe's trackers
+(trainer.tracking: TensorBoard under tb/ by default, MLflow, W&B).
 
 On resume the rows already recorded for steps before the checkpoint are kept and later ones
 dropped, so metrics.parquet of a resumed run matches an uninterrupted one step for step.
@@ -6,20 +7,25 @@ dropped, so metrics.parquet of a resumed run matches an uninterrupted one step f
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 METRICS_FILE = "metrics.parquet"
 
 
 class MetricsWriter:
-    def __init__(self, output_dir: Path, tensorboard: bool = True, enabled: bool = True):
+    def __init__(self, output_dir: Path, tensorboard: bool = True, enabled: bool = True,
+                 tracking: Sequence[str] = (), run_name: str | None = None):
+        """`tensorboard` adds the TensorBoard tracker; `tracking` names more (trainer.tracking.TRACKERS).
+        Trackers start on the first logged step, so a stage that logs nothing creates no runs."""
         self.path = Path(output_dir) / METRICS_FILE
         self.enabled = enabled
         self.rows: list[dict[str, Any]] = []
-        self._tb = None
-        self._tb_dir = Path(output_dir) / "tb" if tensorboard and enabled else None
+        names = (["tensorboard"] if tensorboard else []) + list(tracking)
+        self._tracker_names = list(dict.fromkeys(names)) if enabled else []
+        self._trackers: list[Any] | None = None
+        self._output_dir = Path(output_dir)
+        self._run_name = run_name or self._output_dir.parent.name or self._output_dir.name
 
     def resume_from(self, step: int) -> None:
         """Keep recorded rows with step < `step` (the rest will be recomputed)."""
@@ -34,14 +40,14 @@ class MetricsWriter:
             return
         row = {"step": step, **{k: (float(v) if isinstance(v, (int, float)) else v) for k, v in values.items()}}
         self.rows.append(row)
-        if self._tb_dir is not None:
-            if self._tb is None:
-                from torch.utils.tensorboard import SummaryWriter
+        if self._tracker_names:
+            from trainer.tracking import build_trackers, finite_scalars
 
-                self._tb = SummaryWriter(str(self._tb_dir))
-            for key, value in row.items():
-                if key != "step" and isinstance(value, float) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, step)
+            if self._trackers is None:
+                self._trackers = build_trackers(self._tracker_names, self._output_dir, self._run_name)
+            scalars = finite_scalars(row)
+            for tracker in self._trackers:
+                tracker.log(step, scalars)
 
     def flush(self) -> None:
         """Rewrite metrics.parquet (small: one row per step) and flush TensorBoard."""
@@ -57,14 +63,14 @@ class MetricsWriter:
         tmp = self.path.with_suffix(".tmp")
         pq.write_table(table, tmp)
         tmp.replace(self.path)
-        if self._tb is not None:
-            self._tb.flush()
+        for tracker in self._trackers or []:
+            tracker.flush()
 
     def close(self) -> None:
         self.flush()
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        for tracker in self._trackers or []:
+            tracker.close()
+        self._trackers = None
 
 
 def format_line(step: int, total: int, values: dict[str, Any], keys: tuple[str, ...]) -> str:

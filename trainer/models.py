@@ -11,14 +11,9 @@ import os
 import random
 from pathlib import Path
 
-# ChatML exactly as curation.chat.render_messages renders it (a test checks they agree).
-# No implicit system turn: callers build messages with curation.chat.prompt_messages.
-CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
-)
+# ChatML exactly as curation.chat.render_messages renders it, /no_think prefill included (a test
+# checks they agree). No implicit system turn: callers build messages with curation.chat.prompt_messages.
+from curation.chat import CHAT_TEMPLATE  # the one home of the template
 
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 # Tag tokens stay *non-special* so decode(skip_special_tokens=True) keeps them: rewards read

@@ -27,8 +27,9 @@ def tokenize_conversation(tokenizer: Any, messages: list[dict[str, str]], max_le
     from curation.chat import render_messages  # the one ChatML renderer (the chat template matches it)
 
     spans, text = [], ""
-    for message in messages:
-        piece = render_messages([message])
+    for k, message in enumerate(messages):
+        # In context: a /no_think answer's turn starts with the empty think block (not a target).
+        piece = render_messages(messages[:k + 1])[len(text):]
         if message["role"] == "assistant":
             start = len(text) + len(piece) - len(message["content"]) - len("<|im_end|>\n")
             spans.append((start, len(text) + len(piece) - 1))  # up to and including <|im_end|>

@@ -34,19 +34,22 @@ def test_render_exact_chatml():
     assert render_messages(msgs) == (
         f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"
         "<|im_start|>user\nHi /no_think<|im_end|>\n"
-        "<|im_start|>assistant\nHello!<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>\n"
     )
+    assert render_prompt("Hi", "no_think").endswith("Hi /no_think<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
     assert render_prompt("Hi", "think").endswith("<|im_start|>user\nHi /think<|im_end|>\n<|im_start|>assistant\n")
 
 
+@pytest.mark.parametrize("mode", ["think", "no_think"])
 @pytest.mark.parametrize("gen", [False, True])
-def test_jinja_template_matches_renderer(gen):
+def test_jinja_template_matches_renderer(gen, mode):
     # transformers renders chat templates in a sandboxed env with these flags
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     msgs = prompt_messages(json.dumps([{"role": "user", "content": "a\n\nb"},
                                        {"role": "assistant", "content": "<think>t</think>x"},
-                                       {"role": "user", "content": "c"}]), "think", tools=TOOLS)
-    assert env.from_string(CHAT_TEMPLATE).render(messages=msgs, add_generation_prompt=gen) == render_messages(msgs, gen)
+                                       {"role": "user", "content": "c"}]), mode, tools=TOOLS)
+    for conv in (msgs, msgs + [{"role": "assistant", "content": "done"}], []):
+        assert env.from_string(CHAT_TEMPLATE).render(messages=conv, add_generation_prompt=gen) == render_messages(conv, gen)
 
 
 def test_mode_suffix_on_every_user_turn_and_history_stripped():
@@ -70,7 +73,9 @@ def test_parallel_responses_become_two_rows():
     assert table.column("mode").to_pylist() == ["think", "no_think"]
     think_msgs, plain_msgs = (json.loads(m) for m in table.column("messages").to_pylist())
     assert think_msgs[1]["content"].endswith(" /think") and plain_msgs[1]["content"].endswith(" /no_think")
-    assert "<think>" not in table.column("text")[1].as_py()
+    # The /no_think answer itself holds no think block; its turn starts with the empty one.
+    assert "<think>" not in plain_msgs[-1]["content"]
+    assert table.column("text")[1].as_py().endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n5<|im_end|>\n")
     assert table.column("text")[0].as_py() == render_messages(think_msgs)
 
 

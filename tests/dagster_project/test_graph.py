@@ -54,7 +54,19 @@ def test_checks_cover_every_corpus_and_rl_checkpoint(graph) -> None:
     for corpus in ("clean_math_prompts", "sft_stage1_data", "math_rl_prompts", "reward_model_data"):
         assert {(corpus, "no_benchmark_overlap"), (corpus, "row_accounting"), (corpus, "schema")} <= checks
     for stage in ("rlhf", "if_rl", "math_rl", "code_rl", "swe_rl"):
-        assert (stage, "no_forgetting") in checks
+        assert {(stage, "no_forgetting"), (stage, "learned"), (stage, "training_signal")} <= checks
+    for stage in ("sft_stage1", "sft_stage2"):
+        assert (stage, "training_signal") in checks and (stage, "learned") not in checks
+
+
+def test_no_forgetting_reads_every_earlier_checkpoint() -> None:
+    """The gate compares with the best earlier checkpoint, so it reads every earlier eval."""
+    defs = build_definitions(load_recipe())
+    spec = next(s for c in defs.asset_checks or [] for s in c.check_specs
+                if s.asset_key.path[-1] == "code_rl" and s.name == "no_forgetting")
+    deps = {d.asset_key.to_user_string() for d in spec.additional_deps}
+    earlier = {f"evals/eval_{s}" for s in ("base_model", "sft_stage1", "sft_stage2", "rlhf", "if_rl", "math_rl")}
+    assert earlier <= deps and "evals/eval_code_rl" not in deps
 
 
 def test_code_location_loads_without_heavy_imports() -> None:

@@ -99,3 +99,54 @@ def test_swap_math_source_reruns_only_downstream(cascade: Path, capsys) -> None:
     changed = {asset for asset, _, _ in tree_diff(before, after)}
     assert changed == {"math_rl", "math_rl_prompts", "math_prompts_filtered", "clean_math_prompts", "raw_math_prompts",
                        "file_math_prompts"}
+
+
+def test_cascade_report_and_gates(cascade: Path, capsys, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    capsys.readouterr()
+    assert main(["report", "--recipe", TINY, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["checkpoints"][:3] == ["base_model", "sft_stage1", "sft_stage2"]
+    for domain in ("math", "ifeval", "code", "swe", "rm"):
+        c = report["matrix"]["swe_rl"][domain]
+        assert c is not None and c["lo"] <= c["score"] <= c["hi"], domain
+        assert set(c["modes"]) == {"think", "no_think"}
+    stages = {e["stage"]: e for e in report["stages"]}
+    for rl, own in (("rlhf", "rm"), ("if_rl", "ifeval"), ("math_rl", "math"), ("code_rl", "code"), ("swe_rl", "swe")):
+        gates = stages[rl]["gates"]
+        assert {"learned", "no_forgetting", "training_signal"} <= set(gates)
+        assert gates["learned"]["domain"] == own and "p_value" in gates["learned"]
+        assert gates["no_forgetting"]["passed"]  # the run succeeded, so the blocking gate passed
+    assert [r["domain"] for r in stages["swe_rl"]["gates"]["no_forgetting"]["domains"]] == ["rm", "ifeval", "math", "code"]
+    assert "training_signal" in text and "learned rm" in text
+    # The asset stores the same report, with per-domain plots.
+    from assets.common import latest_metadata
+    from dagster_project.commands import get_instance
+    import dagster as dg
+
+    meta = latest_metadata(get_instance(), dg.AssetKey(["evals", "forgetting_matrix"]))
+    stored = json.loads((Path(meta["path"]) / "report.json").read_text())
+    assert stored["matrix"] == report["matrix"]
+
+
+def test_no_think_responses_of_trained_checkpoints_hold_no_think_block(cascade: Path, capsys) -> None:
+    """/no_think: the generation prompt pre-fills the empty think block, so no response holds one."""
+    from curation.chat import NO_THINK_PREFILL
+    from curation.samples import records
+    from generation.engine import build_engine
+    from trainer.evaluate import complete_greedy, render_prompts
+
+    prompts = [r["prompt"] for r in records("math_eval") if isinstance(r, dict)][:6]
+    texts = render_prompts(prompts, "no_think")
+    assert all(t.endswith(NO_THINK_PREFILL) for t in texts)
+    for stage in ("sft_stage2", "math_rl", "swe_rl"):
+        ckpt = Path(_lineage(capsys, stage)["path"])
+        card = (ckpt / "README.md").read_text()  # every checkpoint has its model card, evaluated
+        assert card.startswith("---\nlibrary_name: transformers") and "| math | no_think |" in card
+        engine = build_engine("hf", str(ckpt), dtype="float32", batch_size=6)
+        try:
+            completions = complete_greedy(engine, texts, 12)
+        finally:
+            engine.close()
+        assert len(completions) == 6 and not [c for c in completions if "<think>" in c or "</think>" in c], stage

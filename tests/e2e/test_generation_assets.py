@@ -48,7 +48,8 @@ sft_stages:
   - {{name: sft2, sources: [math_sft, math_teacher], max_tokens: 256, train: {SFT}}}
 rl_stages:
   - {{name: math_rl, kind: math, sources: [math_pass], rewards: [math], train: {GRPO}}}
-evals: {{max_new_tokens: 8, modes: [no_think], blocking: false}}
+evals: {{max_new_tokens: 8, modes: [no_think], blocking: false,
+        training_signal_blocking: false}}  # a tiny random policy learns nothing in 2 steps
 """
 TEACHER_DOWNSTREAM = {"sft", "math_teacher", "sft2_data", "sft2", "math_pass", "math_rl_prompts", "math_rl"}
 

@@ -59,6 +59,7 @@ evals:
   max_new_tokens: 8
   modes: [no_think]
   blocking: false
+  training_signal_blocking: false  # tiny random policies learn nothing in 2 steps
 """
 DEPENDENT = {"custom_rl", "math_rl", "eval_custom_rl", "eval_math_rl", "forgetting_matrix"}
 

@@ -42,6 +42,7 @@ def test_render_prompts_uses_mode_suffix_and_default_system():
     assert "You are a helpful and harmless assistant." in think
     assert "2+2? /think<|im_end|>" in think and "2+2? /no_think<|im_end|>" in no_think
     assert think.endswith("<|im_start|>assistant\n")
+    assert no_think.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # /no_think: empty block pre-filled
 
 
 def test_score_completions_mean_stderr_and_none_excluded():
@@ -54,6 +55,9 @@ def test_score_completions_mean_stderr_and_none_excluded():
     assert result["score"] == pytest.approx(mean)
     assert result["stderr"] == pytest.approx(std / math.sqrt(3))
     assert result["reasons"] == {"correct": 2, "wrong_answer": 1, "not_applicable": 1}
+    # Per-row raw scores keyed by row id (None = not applicable) and the Wilson interval of 2/3.
+    assert result["rows"] == {"r0": 1.0, "r1": 0.0, "r2": None, "r3": 1.0}
+    assert result["interval"] == "wilson" and result["lo"] < mean < result["hi"]
     prompts, completions, columns = reward.calls[0]
     assert prompts == PROMPTS and completions == ["a", "b", "c", "d"] and columns["answer"] == ["1", "0", None, "1"]
 

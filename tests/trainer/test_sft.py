@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from curation.chat import prompt_messages
+from curation.chat import prompt_messages, render_messages
 from trainer.batching import build_batch, target_logprobs
 from trainer.config import SFTConfig
 from trainer.sft import pack, tokenize_conversation
@@ -29,6 +29,9 @@ def test_targets_are_exactly_assistant_contents(tok):
     targets = tok.decode([t for t, m in zip(ids, mask) if m])
     assert targets == "Hello.<|im_end|><think>2+3=5</think>\\boxed{5}<|im_end|>"
     assert tok.decode(ids).startswith("<|im_start|>system\n")
+    # The /no_think turn's empty think block is part of the prompt (pre-filled), not a target.
+    assert "<|im_start|>assistant\n<think>\n\n</think>\n\nHello." in tok.decode(ids)
+    assert tok.decode(ids) == render_messages(messages)
     short_ids, short_mask = tokenize_conversation(tok, messages, 10)
     assert len(short_ids) == len(short_mask) == 10
 
@@ -41,9 +44,9 @@ def test_packing_keeps_rows_apart(tiny_model_dir, tok):
     backend = Backend()
     backend.model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     backend.device = torch.device("cpu")
-    segs = [tokenize_conversation(tok, prompt_messages(q, "no_think") + [{"role": "assistant", "content": a}], 128)
+    segs = [tokenize_conversation(tok, prompt_messages(q, "no_think") + [{"role": "assistant", "content": a}], 192)
             for q, a in [("one", "first answer"), ("two two", "second"), ("three", "3")]]
-    bins = pack(segs, 128, enabled=True)
+    bins = pack(segs, 192, enabled=True)  # three short /no_think rows (empty think block included) fit one bin
     assert len(bins) == 1 and sorted(len(s[0]) for s in bins[0]) == sorted(len(s[0]) for s in segs)
     with torch.no_grad():
         packed, _ = target_logprobs(backend, build_batch(bins, tok.pad_token_id))

@@ -1,0 +1,164 @@
+"""The cascade report: did each stage learn its domain, and did it keep the earlier ones?
+
+What: from every checkpoint's eval report and every stage's metrics (plain dicts, so the
+Dagster asset and `cascade report` build the same thing), one JSON-able report holding
+
+  matrix     checkpoint × domain: score in points with its 95% interval, per mode and pooled;
+             a domain a checkpoint was not evaluated on is `null` ("missing"), never 0
+  stages     per trained stage: own-domain gain over its input checkpoint with interval and
+             p-value (`learned`), the no-forgetting verdict against the best earlier checkpoint
+             on each earlier domain with margins, the training-signal verdict, curve summaries
+
+and two renderings: `render_text` (terminal) and `render_markdown` (asset metadata, README).
+The verdicts come from trainer.gates, the functions the asset checks call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from trainer.gates import ALPHA, curve_summary, domain_cell, forgetting_gate, learned_gate, training_signal
+from trainer.stats import cell
+
+Report = Mapping[str, Mapping[str, Mapping[str, Any]]]
+
+
+def _mode_cells(report: Report, domain: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for mode, c in (report.get(domain) or {}).items():
+        if not c.get("n"):
+            continue
+        if "lo" not in c and "rows" in c:
+            ci = cell([s for s in c["rows"].values() if s is not None], scale=100.0)
+            c = {**c, "lo": ci.lo, "hi": ci.hi}
+        out[mode] = {"score": c["score"], "lo": c.get("lo"), "hi": c.get("hi"), "n": c["n"]}
+    return out
+
+
+def build_report(stages: Sequence[str], parents: Mapping[str, str | None], own_domains: Mapping[str, str | None],
+                 domains: Sequence[str], evals: Mapping[str, Report | None],
+                 metrics: Mapping[str, Sequence[Mapping[str, Any]] | None], tolerance: float,
+                 alpha: float = ALPHA) -> dict[str, Any]:
+    """The report of a cascade.
+
+    `stages`: checkpoints in cascade order (base model first); `parents`: each stage's input
+    checkpoint; `own_domains`: the eval domain each RL stage trains (RL stages only, in order);
+    `evals`: eval report per stage (None when not evaluated); `metrics`: metrics rows per
+    trained stage.
+    """
+    matrix: dict[str, dict[str, Any]] = {}
+    for stage in stages:
+        rep = evals.get(stage)
+        matrix[stage] = {}
+        for d in domains:
+            pooled = domain_cell(rep, d) if rep else None
+            matrix[stage][d] = None if pooled is None else {**pooled, "modes": _mode_cells(rep, d)}
+    out_stages, earlier_domains = [], []
+    for i, stage in enumerate(stages):
+        parent = parents.get(stage)
+        if parent is None:
+            continue
+        entry: dict[str, Any] = {"stage": stage, "parent": parent, "gates": {}}
+        rows = metrics.get(stage)
+        if rows is not None:
+            passed, problems = training_signal(rows)
+            entry["gates"]["training_signal"] = {"passed": passed, "problems": problems}
+            entry["curves"] = curve_summary(rows)
+        if stage in own_domains:
+            own = own_domains[stage]
+            rep, par = evals.get(stage), evals.get(parent)
+            entry["own_domain"] = own
+            if rep is not None and par is not None:
+                entry["gates"]["learned"] = learned_gate(par, rep, own, alpha)
+                earlier = {s: evals[s] for s in stages[:i] if evals.get(s) is not None}
+                passed, frows = forgetting_gate(rep, earlier, list(earlier_domains), tolerance, alpha)
+                entry["gates"]["no_forgetting"] = {"passed": passed, "domains": frows}
+            else:
+                entry["gates"]["learned"] = {"domain": own, "status": "missing", "passed": False}
+            if own and own not in earlier_domains:
+                earlier_domains.append(own)
+        out_stages.append(entry)
+    return {"domains": list(domains), "checkpoints": list(stages), "tolerance_points": tolerance, "alpha": alpha,
+            "matrix": matrix, "stages": out_stages}
+
+
+def _fmt(c: Mapping[str, Any] | None) -> str:
+    if c is None:
+        return "missing"
+    if c.get("lo") is None:
+        return f"{c['score']:.1f}"
+    return f"{c['score']:.1f} [{c['lo']:.1f}, {c['hi']:.1f}]"
+
+
+def _gate_word(g: Mapping[str, Any] | None) -> str:
+    if g is None:
+        return "–"
+    return "pass" if g.get("passed") else "FAIL"
+
+
+def _learned_text(g: Mapping[str, Any] | None) -> str:
+    if not g or g.get("status") in (None, "missing", "no_eval_domain"):
+        return (g or {}).get("status", "–")
+    return (f"{g['gain']:+.1f} [{g['gain_lo']:+.1f}, {g['gain_hi']:+.1f}] p={g['p_value']:.3g} "
+            f"({g['status']})")
+
+
+def _forgetting_text(g: Mapping[str, Any] | None) -> str:
+    if not g:
+        return "–"
+    rows = [r for r in g["domains"] if r.get("status") != "missing"]
+    if not rows:
+        return "pass (no earlier domain)"
+    worst = min(rows, key=lambda r: r["margin"])
+    return (f"{_gate_word(g)} (worst: {worst['domain']} drop {worst['drop']:+.1f} vs {worst['best']}, "
+            f"p={worst['p_value']:.3g}, margin {worst['margin']:+.1f})")
+
+
+def _signal_text(g: Mapping[str, Any] | None) -> str:
+    if not g:
+        return "–"
+    return "pass" if g["passed"] else "FAIL: " + "; ".join(g["problems"])
+
+
+def render_text(report: Mapping[str, Any]) -> str:
+    """The report for a terminal: matrix (rows = domain·mode, columns = checkpoints), then stages."""
+    stages, domains, matrix = report["checkpoints"], report["domains"], report["matrix"]
+    modes = sorted({m for s in stages for d in domains for m in ((matrix[s][d] or {}).get("modes") or {})})
+    labels = [(d, None) for d in domains] + [(d, m) for d in domains for m in modes]
+    lines = ["Held-out scores, points, 95% interval (rows = domain[/mode], columns = checkpoints):"]
+    table = [["domain"] + list(stages)]
+    for d, m in labels:
+        cells = []
+        for s in stages:
+            c = matrix[s][d]
+            cells.append(_fmt(c if m is None or c is None else c["modes"].get(m)))
+        table.append([d if m is None else f"{d}/{m}"] + cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in table]
+    lines.append("")
+    lines.append(f"Stages (alpha {report['alpha']}, forgetting tolerance {report['tolerance_points']} points):")
+    for e in report["stages"]:
+        g = e["gates"]
+        lines.append(f"  {e['stage']} (from {e['parent']})")
+        if "own_domain" in e:
+            lines.append(f"    learned {e['own_domain']}: {_learned_text(g.get('learned'))}")
+            lines.append(f"    no_forgetting: {_forgetting_text(g.get('no_forgetting'))}")
+        lines.append(f"    training_signal: {_signal_text(g.get('training_signal'))}")
+        for name, c in (e.get("curves") or {}).items():
+            lines.append(f"    {name}: first {c['first']:.4g} last {c['last']:.4g} min {c['min']:.4g} "
+                         f"max {c['max']:.4g} ({c['steps']} steps)")
+    return "\n".join(lines)
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """Markdown tables: scores (rows = checkpoints, so columns stay few) and gates per stage."""
+    stages, domains, matrix = report["checkpoints"], report["domains"], report["matrix"]
+    out = ["| checkpoint | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
+    for s in stages:
+        out.append(f"| {s} | " + " | ".join(_fmt(matrix[s][d]) for d in domains) + " |")
+    out += ["", "| stage | own domain | gain [95% CI], p | no_forgetting | training_signal |", "|---|---|---|---|---|"]
+    for e in report["stages"]:
+        g = e["gates"]
+        out.append(f"| {e['stage']} | {e.get('own_domain') or '–'} | {_learned_text(g.get('learned'))} | "
+                   f"{_forgetting_text(g.get('no_forgetting'))} | {_signal_text(g.get('training_signal'))} |")
+    return "\n".join(out)
