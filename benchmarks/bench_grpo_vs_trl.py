@@ -23,12 +23,48 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+BENCH_JSON = "BENCH_JSON "  # prefix of the stdout line that carries a side's result
+
+
+def parse_side_args(ap: argparse.ArgumentParser, argv: list[str] | None, sides: Sequence[str],
+                    bench: str) -> argparse.Namespace:
+    """Add the options every side-by-side benchmark has (`--out`, default
+    $CASCADE_HOME/bench/<bench>; the internal `--only SIDE`), parse `argv`, create the out folder."""
+    ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "bench", bench))
+    ap.add_argument("--only", choices=list(sides), help="internal: run one side and print JSON")
+    args = ap.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def emit_side(result: dict) -> None:
+    """Print a side's result for `run_side` (the `--only` path of a benchmark script)."""
+    print(BENCH_JSON + json.dumps(result), flush=True)
+
+
+def run_side(script: str, side: str, args: argparse.Namespace, forward: Sequence[str],
+             python: str = sys.executable, env: Mapping[str, str] | None = None) -> dict:
+    """Run one side in a fresh process, `python script --only side`, passing on the options
+    `forward` (argparse dests; None values left out) from `args`; the dict it `emit_side`s.
+    A failed run prints its output tails and exits naming the side."""
+    cmd = [python, script, "--only", side]
+    for name in forward:
+        value = getattr(args, name)
+        if value is not None:
+            cmd += ["--" + name.replace("_", "-"), str(value)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(BENCH_JSON)), None)
+    if proc.returncode != 0 or line is None:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"{side} run failed (exit {proc.returncode})")
+    return json.loads(line.removeprefix(BENCH_JSON))
 
 
 def write_prompts(path: Path, n: int, seed: int) -> None:
@@ -92,14 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="alternating torch/trl rounds; the best round counts")
     ap.add_argument("--policy", default=None, help="checkpoint to start from (default: SmolLM2-135M-Instruct); "
                     "an SFT checkpoint that writes \\boxed{} answers makes both backends train every step")
-    ap.add_argument("--out", default=os.path.join(os.environ.get("CASCADE_HOME", ".cascade"), "bench", "grpo_vs_trl"))
-    ap.add_argument("--only", choices=["torch", "trl"], help="internal: run one backend and print JSON")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = parse_side_args(ap, argv, ("torch", "trl"), "grpo_vs_trl")
     if args.only:
-        print("BENCH_JSON " + json.dumps(run_one(args.only, args)), flush=True)
+        emit_side(run_one(args.only, args))
         return 0
+    out = Path(args.out)
 
     write_prompts(out / "prompts.parquet", n=args.prompts * args.steps * 2, seed=args.seed)
     from trainer.models import ensure_base_model
@@ -109,15 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     # Rounds alternate the backends so that a change in machine load hits both; each backend
     # keeps its fastest round (the one least disturbed by other work on the machine).
     for backend in [b for _ in range(args.rounds) for b in ("torch", "trl")]:
-        cmd = [sys.executable, __file__, "--only", backend, "--steps", str(args.steps), "--prompts", str(args.prompts),
-               "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
-               "--seed", str(args.seed), "--out", str(out)] + (["--policy", args.policy] if args.policy else [])
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH_JSON ")), None)
-        if proc.returncode != 0 or line is None:
-            sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-            raise SystemExit(f"{backend} run failed (exit {proc.returncode})")
-        run = json.loads(line.removeprefix("BENCH_JSON "))
+        run = run_side(__file__, backend, args, ("steps", "prompts", "generations", "max_new_tokens", "seed", "out",
+                                                 "policy"))
         print(f"  round: {backend:<5} median step {run['median_step_s']:.2f} s", flush=True)
         if backend not in results or run["median_step_s"] < results[backend]["median_step_s"]:
             results[backend] = run

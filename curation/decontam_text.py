@@ -22,12 +22,13 @@ so chunks run in threads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from curation.decontam_unicode import arrow_mask, empty_string, kernel, normalise_rows, numpy_of, string_bytes
+from curation.word_spans import WordSpans, fmix64_np, string_array
 
 _U = np.uint64
 _K = _U(0x9E3779B97F4A7C15)  # odd: multiplier of a word's first piece
@@ -35,17 +36,6 @@ _G = _U(0xC2B2AE3D27D4EB4F)  # step between the multipliers of later pieces
 _R = _U(0xFF51AFD7ED558CCD)  # base of the n-gram polynomial
 _CHUNK_BYTES = 1 << 19  # 512 KB of text: the int64 temporaries stay near the L2 cache
 _MASKS = np.array([(1 << (8 * b)) - 1 for b in range(9)], dtype=np.uint64)  # low b bytes
-
-
-def fmix64(h: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finalizer, in place."""
-    tmp = np.empty_like(h)
-    for mult in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, None):
-        np.right_shift(h, _U(33), out=tmp)
-        np.bitwise_xor(h, tmp, out=h)
-        if mult is not None:
-            np.multiply(h, _U(mult), out=h)
-    return h
 
 
 def _pieces(view: np.ndarray, at: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
@@ -60,28 +50,14 @@ def _view(buf: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Words:
-    """The normalised words of a run of rows (one chunk of a string column)."""
+class Words(WordSpans):
+    """The normalised words of a run of rows: `hashes` are fingerprints (the hash of a word's first
+    8 bytes; `exact` completes the long words), `buf` the normalised text plus 8 zero bytes."""
 
-    first_row: int
-    """Index, in the column, of the chunk's first row."""
-    row: np.ndarray
-    """int64 per word: row index relative to `first_row`."""
-    starts: np.ndarray
-    """int64 per word: byte offset of the word in `buf`."""
-    ends: np.ndarray
-    """int64 per word: byte offset just past the word."""
-    hashes: np.ndarray
-    """uint64 per word: its fingerprint (the hash of its first 8 bytes)."""
     long: np.ndarray
     """Indices of the words over 8 bytes (whose hash is more than their fingerprint)."""
-    buf: np.ndarray
-    """uint8 normalised text of the chunk (plus 8 zero bytes); words are `starts`/`ends` spans."""
 
-    def text(self, i: int, j: int) -> str:
-        """Words i..j-1 joined by single spaces (for reports and hit checks, never in hot loops)."""
-        spans = zip(self.starts[i:j].tolist(), self.ends[i:j].tolist())
-        return " ".join(self.buf[s:e].tobytes().decode("utf-8", "surrogatepass") for s, e in spans)
+    decode_errors: ClassVar[str] = "surrogatepass"  # lenient, unlike `Tokens` (strict)
 
     def exact(self, words: np.ndarray | None = None) -> np.ndarray:
         """Word hashes, exact for the long words among `words` (default: every word)."""
@@ -115,7 +91,8 @@ def _words(buf: np.ndarray, is_word: np.ndarray, offsets: np.ndarray, first_row:
     length = ends - starts
     fingerprint = _pieces(_view(buf), starts, length)
     fingerprint *= _K
-    return Words(first_row, row, starts, ends, fingerprint, np.flatnonzero(length > 8), buf)
+    return Words(first_row=first_row, row=row, starts=starts, ends=ends, hashes=fingerprint, buf=buf,
+                 long=np.flatnonzero(length > 8))
 
 
 def normalise_bytes(arr: pa.Array, ascii_mask: np.ndarray, ascii_words: bool = False
@@ -145,12 +122,7 @@ def normalise_bytes(arr: pa.Array, ascii_mask: np.ndarray, ascii_words: bool = F
 
 def prepare_column(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A string column as one `string` array with nulls as empty strings."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if pa.types.is_large_string(column.type) or pa.types.is_string_view(column.type):
-        column = column.cast(pa.string()) if column.nbytes < (1 << 31) - 1 else column.cast(pa.large_string())
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
-        raise TypeError(f"expected a string column, got {column.type}")
+    column = string_array(column)
     return kernel("coalesce", [column, empty_string(column.type)]) if column.null_count else column
 
 
@@ -210,9 +182,9 @@ def ngram_hashes(words: Words, n: int, at: np.ndarray | None = None) -> tuple[np
         for i in range(1, n):
             acc *= _R
             acc += h[i : i + m]
-        return fmix64(acc[first]), first
+        return fmix64_np(acc[first]), first
     acc = h[first]
     for i in range(1, n):
         acc *= _R
         acc += h[first + i]
-    return fmix64(acc), first
+    return fmix64_np(acc), first

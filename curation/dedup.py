@@ -113,7 +113,7 @@ def shingle_sets(texts: pa.Array | pa.ChunkedArray, shingle_size: int) -> list[n
         short = np.flatnonzero((counts > 0) & (counts < shingle_size))
         if len(short):  # a row shorter than a shingle is one shingle of all its words
             starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-            extra = [ngram_hash([tok.words(i, i + 1) for i in range(starts[r], starts[r] + counts[r])]) for r in short]
+            extra = [ngram_hash([tok.text(i, i + 1) for i in range(starts[r], starts[r] + counts[r])]) for r in short]
             hashes = np.concatenate([hashes, np.array(extra, dtype=np.uint64)])
             rows = np.concatenate([rows, short])
         key = np.sort((rows.astype(np.uint64) << np.uint64(32)) | (hashes & np.uint64(0xFFFFFFFF)))
@@ -151,7 +151,9 @@ def jaccard(x: np.ndarray, y: np.ndarray) -> float:
     return inter / (len(x) + len(y) - inter)
 
 
-def _text_column(table: pa.Table, fields: Sequence[str] | None) -> pa.Array:
+def text_column(table: pa.Table, fields: Sequence[str] | None) -> pa.Array:
+    """The dedup text of each row: `fields` (default `prompt` when present, else every string
+    column but row_id/source) joined with newlines, nulls as empty strings."""
     chosen = list(fields) if fields else (["prompt"] if "prompt" in table.column_names else [
         f.name for f in table.schema if pa.types.is_string(f.type) and f.name not in ("row_id", "source")
     ])
@@ -176,7 +178,7 @@ def dedup(
     params = params or DedupParams()
     near = params.near
     everything = list(reference) + list(tables)
-    texts = [_text_column(t, fields) for t in everything]
+    texts = [text_column(t, fields) for t in everything]
     ids = [t.column("row_id").to_pylist() if "row_id" in t.column_names else [None] * t.num_rows for t in everything]
     lsh = sets = sigs = None
     if near.enabled:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +37,10 @@ import pyarrow as pa
 from curation.dedup import (
     DROPPED_SCHEMA,
     DedupParams,
-    _text_column,
     jaccard,
     minhash_signatures,
     shingle_sets,
+    text_column,
 )
 from curation.formats import FORMATS, canonical_record, detect_layout
 from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
@@ -52,10 +51,10 @@ from curation.sources import (
     READERS,
     LoadResult,
     Record,
-    _canonical_row,
-    _json_array,
-    _opener,
+    canonical_row,
     detect_reader,
+    json_array,
+    jsonl_lines,
 )
 from curation.text import normalize
 
@@ -73,33 +72,10 @@ class ShardLoad(LoadResult):
     int64 `_ordinal` column (position in the whole source), as does each quarantined row's `line`."""
 
 
-def _jsonl_shard(path: Path, limit: int | None, shard: int, shards: int) -> Iterator[tuple[int, Record]]:
-    """(position, record) of this shard's jsonl lines; other shards' lines are never decoded."""
-    count = 0
-    with _opener(path)(path, "rb") as fh:
-        for raw in fh:
-            if not raw.strip():
-                continue
-            if limit is not None and count >= limit:
-                return
-            i, count = count, count + 1
-            if shard_of(raw.rstrip(b"\r\n"), shards) != shard:
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                yield i, (None, "undecodable_text", raw.decode("utf-8", errors="backslashreplace").rstrip("\n"))
-                continue
-            try:
-                yield i, (json.loads(text), None, text.rstrip("\n"))
-            except json.JSONDecodeError:
-                yield i, (None, "invalid_json", text.rstrip("\n"))
-
-
 def _records(path: Path | str, reader: str, split: str | None, limit: int | None, shard: int,
              shards: int) -> Iterator[tuple[int, Record]]:
-    if reader == "jsonl" and _json_array(Path(path)) is None:
-        yield from _jsonl_shard(Path(path), limit, shard, shards)
+    if reader == "jsonl" and json_array(Path(path)) is None:  # other shards' lines are never decoded
+        yield from jsonl_lines(Path(path), limit, keep=lambda raw: shard_of(raw, shards) == shard)
         return
     for i, record in enumerate(READERS[reader](path, split, limit)):  # other readers: every record is read
         if shard_of(record[2].encode("utf-8", "backslashreplace"), shards) == shard:
@@ -135,7 +111,7 @@ def load_shard(path: Path | str, format: str, domain: str, source_name: str, sha
         rows_in += 1
         if reason is None:
             try:
-                rows.append(_canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
+                rows.append(canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
                 ordinals.append(i)
                 continue
             except InvalidRow as err:
@@ -160,7 +136,7 @@ def fingerprints(table: pa.Table, params: DedupParams | None = None, fields: Seq
     near dedup is off). The order-dependent decisions are `merge_dedup`'s."""
     params = params or DedupParams()
     near = params.near
-    texts = _text_column(table.drop_columns([c for c in (ORDINAL,) if c in table.column_names]), fields)
+    texts = text_column(table.drop_columns([c for c in (ORDINAL,) if c in table.column_names]), fields)
     digests: list[bytes | None] = [None] * table.num_rows
     if params.exact:
         digests = [hashlib.blake2b(normalize(t).encode("utf-8"), digest_size=16).digest() for t in texts.to_pylist()]
@@ -205,7 +181,7 @@ def merge_dedup(parts: Sequence[pa.Table], params: DedupParams | None = None,
     digests = union.column(DIGEST).to_pylist()
     bands = union.column(BANDS).to_pylist()
     ids = data.column("row_id").to_pylist() if "row_id" in data.column_names else [None] * data.num_rows
-    texts = _text_column(data, fields) if data.num_rows else None
+    texts = text_column(data, fields) if data.num_rows else None
     sets: dict[int, np.ndarray] = {}
 
     def shingles(g: int) -> np.ndarray:  # only rows that meet a candidate ever need their set

@@ -5,7 +5,7 @@ parquet, `hf` = a `datasets` save_to_disk folder, `hub_parquet` = a folder of pa
 hub layout; `auto` picks one from the path, `detect_reader`), a *row layout* maps each record
 onto canonical field names (curation/formats.py `FORMATS`: canonical, openai, sharegpt,
 preference, llama_nemotron, nemotron_v1; `auto` detects it from the keys of the first rows),
-and one row validator (`_canonical_row`) checks the values, so a jsonl line, a parquet row and
+and one row validator (`canonical_row`) checks the values, so a jsonl line, a parquet row and
 a `datasets` row in any layout are judged the same way. Value rules, per canonical field type:
 
 * string fields take strings; numbers (not booleans) are accepted as their text (a math
@@ -92,7 +92,7 @@ def _string_value(name: str, value: Any) -> str:
     raise InvalidRow(f"wrong_type:{name}")
 
 
-def _canonical_row(obj: Mapping[str, Any], schema: pa.Schema, source_name: str) -> dict[str, Any]:
+def canonical_row(obj: Mapping[str, Any], schema: pa.Schema, source_name: str) -> dict[str, Any]:
     """Validate {canonical field: raw value} against `schema` (the value rules above)."""
     row: dict[str, Any] = {}
     for f in schema:
@@ -120,19 +120,20 @@ def _canonical_row(obj: Mapping[str, Any], schema: pa.Schema, source_name: str) 
 Record = tuple[Any, "str | None", str]  # (object, reason if unreadable, raw text)
 
 
-def _opener(path: Path) -> Callable[..., Any]:
+def opener(path: Path) -> Callable[..., Any]:
+    """The open function for `path`: `gzip.open` for `.gz`, else the builtin `open`."""
     return gzip.open if path.suffix == ".gz" else open
 
 
-def _json_array(path: Path) -> list[Any] | None:
+def json_array(path: Path) -> list[Any] | None:
     """The rows of a `.json` file that holds one JSON array; None for anything else (read as jsonl)."""
     if not path.name.lower().endswith((".json", ".json.gz")):
         return None
-    with _opener(path)(path, "rb") as fh:
+    with opener(path)(path, "rb") as fh:
         if not fh.read(4096).lstrip().startswith(b"["):
             return None
     try:
-        with _opener(path)(path, "rb") as fh:
+        with opener(path)(path, "rb") as fh:
             data = json.load(fh)
     except ValueError:
         return None
@@ -141,27 +142,40 @@ def _json_array(path: Path) -> list[Any] | None:
 
 def _jsonl_records(path: Path, limit: int | None) -> Iterator[Record]:
     """(object or None, reason if unreadable, raw text) per non-blank line (or per JSON array item)."""
-    array = _json_array(path)
+    array = json_array(path)
     if array is not None:
         yield from _row_records(iter(array), limit)
         return
+    for _, record in jsonl_lines(path, limit):
+        yield record
+
+
+def jsonl_lines(
+    path: Path, limit: int | None, keep: Callable[[bytes], bool] | None = None
+) -> Iterator[tuple[int, Record]]:
+    """(position, record) per non-blank jsonl line, position counting non-blank lines from 0 and
+    `limit` capping the lines counted. With `keep`, only lines for which `keep(raw line without
+    its newline)` is true are decoded and yielded (the others still count towards positions and
+    `limit`): how a shard reads only its own lines (curation/shards.py)."""
     count = 0
-    with _opener(path)(path, "rb") as fh:
+    with opener(path)(path, "rb") as fh:
         for raw in fh:
             if not raw.strip():
                 continue
             if limit is not None and count >= limit:
                 return
-            count += 1
+            i, count = count, count + 1
+            if keep is not None and not keep(raw.rstrip(b"\r\n")):
+                continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                yield None, "undecodable_text", raw.decode("utf-8", errors="backslashreplace").rstrip("\n")
+                yield i, (None, "undecodable_text", raw.decode("utf-8", errors="backslashreplace").rstrip("\n"))
                 continue
             try:
-                yield json.loads(text), None, text.rstrip("\n")
+                yield i, (json.loads(text), None, text.rstrip("\n"))
             except json.JSONDecodeError:
-                yield None, "invalid_json", text.rstrip("\n")
+                yield i, (None, "invalid_json", text.rstrip("\n"))
 
 
 def _row_records(rows: Iterator[Any], limit: int | None) -> Iterator[Record]:
@@ -297,7 +311,7 @@ def load_source(
         rows_in += 1
         if reason is None:
             try:
-                rows.append(_canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
+                rows.append(canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
                 continue
             except InvalidRow as err:
                 reason = err.reason
@@ -343,8 +357,7 @@ def read_table(path: Path | str) -> pa.Table:
     path = Path(path)
     if path.suffix == ".parquet":
         return pq.read_table(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
+    with opener(path)(path, "rt", encoding="utf-8") as fh:
         return pa.Table.from_pylist([json.loads(line) for line in fh if line.strip()])
 
 

@@ -29,6 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curation.word_spans import WordSpans, fmix64_np, string_array
+
 _MASK64 = (1 << 64) - 1
 _P = 0x100000001B3  # FNV-64 prime: odd, so invertible mod 2^64
 _P_INV = pow(_P, -1, 1 << 64)
@@ -59,17 +61,6 @@ def _fmix64(h: int) -> int:
     h ^= h >> 33
     h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
     return h ^ (h >> 33)
-
-
-def _fmix64_np(h: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finalizer, in place (h is a fresh temporary at every call site)."""
-    tmp = np.empty_like(h)
-    for mult in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, None):
-        np.right_shift(h, _U(33), out=tmp)
-        np.bitwise_xor(h, tmp, out=h)
-        if mult is not None:
-            np.multiply(h, _U(mult), out=h)
-    return h
 
 
 def word_hash(word: str) -> int:
@@ -117,28 +108,11 @@ _POWERS = _Powers()
 
 
 @dataclass
-class Tokens:
-    """The normalised words of a run of rows (one chunk of a string column)."""
+class Tokens(WordSpans):
+    """The normalised words of a run of rows: `hashes` are `word_hash`es, `buf` the case-folded text."""
 
-    first_row: int
-    """Index, in the column, of the chunk's first row."""
     num_rows: int
     """Rows in the chunk (rows without words included)."""
-    row: np.ndarray
-    """int64 per word: row index relative to `first_row`."""
-    starts: np.ndarray
-    """int64 per word: byte offset of the word in `buf`."""
-    ends: np.ndarray
-    """int64 per word: byte offset just past the word."""
-    hashes: np.ndarray
-    """uint64 per word: `word_hash` of the word."""
-    buf: np.ndarray
-    """uint8 case-folded text of the chunk; words are the `starts`/`ends` spans."""
-
-    def words(self, i: int, j: int) -> str:
-        """Words i..j-1 joined by single spaces (used for reports, never in hot loops)."""
-        spans = zip(self.starts[i:j].tolist(), self.ends[i:j].tolist())
-        return " ".join(self.buf[s:e].tobytes().decode("utf-8") for s, e in spans)
 
 
 def _normalised_chunk(arr: pa.Array, ascii_mask: np.ndarray) -> pa.Array:
@@ -183,18 +157,13 @@ def _tokenize_chunk(arr: pa.Array, first_row: int, ascii_mask: np.ndarray) -> To
     hashes *= _POWERS.pos[ends - 1]
     per_row = np.diff(np.searchsorted(starts, offsets))
     row = np.repeat(np.arange(len(arr), dtype=np.int64), per_row)
-    return Tokens(first_row, len(arr), row, starts, ends, _fmix64_np(hashes), buf)
+    return Tokens(first_row=first_row, row=row, starts=starts, ends=ends, hashes=fmix64_np(hashes), buf=buf,
+                  num_rows=len(arr))
 
 
 def iter_tokens(column: pa.Array | pa.ChunkedArray, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[Tokens]:
     """Tokenise a string column in chunks of whole rows of about `chunk_bytes` of text."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if pa.types.is_large_string(column.type) or pa.types.is_string_view(column.type):
-        column = column.cast(pa.string()) if column.nbytes < (1 << 31) - 1 else column.cast(pa.large_string())
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
-        raise TypeError(f"expected a string column, got {column.type}")
-    column = pc.fill_null(column, "")  # a null has no words
+    column = pc.fill_null(string_array(column), "")  # a null has no words
     lengths = np.asarray(pc.binary_length(column), dtype=np.int64)
     ascii_mask = np.asarray(pc.string_is_ascii(column), dtype=bool)
     cum = np.cumsum(lengths)
@@ -219,4 +188,4 @@ def ngram_hashes(tokens: Tokens, n: int) -> tuple[np.ndarray, np.ndarray]:
         acc *= r
         acc += tokens.hashes[i : i + m]
     first = np.flatnonzero(tokens.row[:m] == tokens.row[n - 1 :])
-    return _fmix64_np(acc[first]), first
+    return fmix64_np(acc[first]), first

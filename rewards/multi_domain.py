@@ -50,9 +50,31 @@ def answer_text(completion: str) -> str | None:
     return completion
 
 
-def _other_domain(row: dict[str, Any], domains: tuple[str, ...]) -> RewardResult | None:
-    domain = row.get("domain")
-    return RewardResult(None, "other_domain") if domain and domain not in domains else None
+class _DomainReward(Reward):
+    """The prelude the three rewards share, in this order: a row of another domain scores None,
+    a row whose reference column is unusable is an infra error (`_reference`), a completion that
+    leaves `<think>` open scores 0; `_score_answer` judges the text after `</think>`."""
+
+    domains: tuple[str, ...] = ()
+
+    def _score_one(self, prompt: Any, completion: str, row: dict[str, Any]) -> RewardResult:
+        domain = row.get("domain")
+        if domain and domain not in self.domains:
+            return RewardResult(None, "other_domain")
+        reference = self._reference(row)
+        if isinstance(reference, RewardResult):
+            return reference
+        answer = answer_text(completion)
+        if answer is None:
+            return RewardResult(0.0, "unclosed_think")
+        return self._score_answer(answer, reference)
+
+    def _reference(self, row: dict[str, Any]) -> Any:
+        """What the answer is judged against, or the RewardResult for an unusable row."""
+        raise NotImplementedError
+
+    def _score_answer(self, answer: str, reference: Any) -> RewardResult:
+        raise NotImplementedError
 
 
 def chosen_letter(answer: str) -> tuple[str | None, str]:
@@ -70,22 +92,19 @@ def chosen_letter(answer: str) -> tuple[str | None, str]:
     return declared.pop(), "chosen"
 
 
-class MCQAReward(Reward):
+class MCQAReward(_DomainReward):
     """Multiple-choice QA: 1 when the one declared letter after `</think>` is the row's `answer`."""
 
     name = "mcqa"
     domains = ("mcqa",)
 
-    def _score_one(self, prompt: Any, completion: str, row: dict[str, Any]) -> RewardResult:
-        other = _other_domain(row, self.domains)
-        if other:
-            return other
+    def _reference(self, row: dict[str, Any]) -> str | RewardResult:
         reference = str(row.get("answer") or "").strip().strip("()").upper()
         if reference not in LETTERS or not reference:
             return RewardResult(0.0, "missing_column:answer", True)
-        answer = answer_text(completion)
-        if answer is None:
-            return RewardResult(0.0, "unclosed_think")
+        return reference
+
+    def _score_answer(self, answer: str, reference: str) -> RewardResult:
         letter, reason = chosen_letter(answer)
         if letter is None:
             return RewardResult(0.0, reason)
@@ -108,27 +127,24 @@ def strict_json(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants)
 
 
-class StructuredOutputReward(Reward):
+class StructuredOutputReward(_DomainReward):
     """Structured output: 1 when the whole answer is JSON valid against the row's `json_schema`."""
 
     name = "structured_output"
     domains = ("structured_output",)
 
-    def _score_one(self, prompt: Any, completion: str, row: dict[str, Any]) -> RewardResult:
+    def _reference(self, row: dict[str, Any]) -> Any:
         import jsonschema
 
-        other = _other_domain(row, self.domains)
-        if other:
-            return other
         try:
             schema = json.loads(row.get("json_schema") or "")
             validator = jsonschema.Draft202012Validator(schema)
             validator.check_schema(schema)
         except (ValueError, jsonschema.SchemaError) as err:
             return RewardResult(0.0, "bad_schema", True, str(err)[:200])
-        answer = answer_text(completion)
-        if answer is None:
-            return RewardResult(0.0, "unclosed_think")
+        return validator
+
+    def _score_answer(self, answer: str, validator: Any) -> RewardResult:
         text = answer.strip()
         fence = _FENCE.match(text)
         text = fence.group(1).strip() if fence else text
@@ -155,24 +171,21 @@ def same_json(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-class ToolCallReward(Reward):
+class ToolCallReward(_DomainReward):
     """Tool use: 1 when the one `<tool_call>` names the reference tool with equal JSON arguments."""
 
     name = "tool_call"
     domains = ("tool_call",)
 
-    def _score_one(self, prompt: Any, completion: str, row: dict[str, Any]) -> RewardResult:
-        other = _other_domain(row, self.domains)
-        if other:
-            return other
+    def _reference(self, row: dict[str, Any]) -> tuple[Any, Any] | RewardResult:
         try:
             reference = json.loads(row.get("reference_call") or "")
-            ref_name, ref_args = reference["name"], reference.get("arguments", {})
+            return reference["name"], reference.get("arguments", {})
         except (ValueError, TypeError, KeyError) as err:
             return RewardResult(0.0, "missing_column:reference_call", True, str(err)[:200])
-        answer = answer_text(completion)
-        if answer is None:
-            return RewardResult(0.0, "unclosed_think")
+
+    def _score_answer(self, answer: str, reference: tuple[Any, Any]) -> RewardResult:
+        ref_name, ref_args = reference
         if answer.count("<tool_call>") != answer.count("</tool_call>"):
             return RewardResult(0.0, "bad_tool_call")
         blocks = _CALL.findall(answer)

@@ -96,28 +96,26 @@ def measure(checkpoint: Path, problems: list[dict[str, str]], max_new_tokens: in
             temperature: float) -> dict[str, dict]:
     """Held-out accuracy of one checkpoint, greedy and sampled, with a breakdown.
 
-    greedy: one completion per prompt through trainer.evaluate's greedy decoding (the
-    forgetting gate's metric). sampled: `samples` completions per prompt at `temperature`, the
-    policy GRPO trains; its stderr is over prompts (each prompt's mean), comparable with greedy's.
+    Both go through the hf generation engine (generation.engine.build_engine, fp32), the path
+    evals take. greedy: one completion per prompt through trainer.evaluate.complete_greedy (the
+    forgetting gate's metric). sampled: `samples` completions per prompt at `temperature`, drawn
+    with torch.multinomial as the GRPO torch backend draws its rollouts, the policy GRPO trains;
+    its stderr is over prompts (each prompt's mean), comparable with greedy's.
     Each also reports accuracy per operation and how often the answer was in the verifiable
     format at all (`boxed`) and right when it was (`correct_when_boxed`), so that a gain can be
     split into "now writes the format" and "now gets the arithmetic right".
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from generation.engine import Request, Sampling, build_engine
+    from trainer.evaluate import complete_greedy, render_prompts
 
-    from trainer.evaluate import generate_greedy, render_prompts
-    from trainer.rollout import HFRolloutEngine
-
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
-    engine = HFRolloutEngine(model, tokenizer, batch_size=64)
-    texts = render_prompts([p["prompt"] for p in problems], MODE)
-    greedy = [[c] for c in generate_greedy(engine, tokenizer, texts, max_new_tokens, seed=0)]
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    sampled = [[r.text for r in group] for group in
-               engine.generate(ids, num_generations=samples, max_new_tokens=max_new_tokens,
-                               temperature=temperature, seed=0)]
+    engine = build_engine("hf", str(checkpoint), dtype="float32", batch_size=64, draw="multinomial")
+    try:
+        texts = render_prompts([p["prompt"] for p in problems], MODE)
+        greedy = [[c] for c in complete_greedy(engine, texts, max_new_tokens, seed=0)]
+        sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, seed=0)
+        sampled = [[s.text for s in group] for group in engine.generate([Request(t) for t in texts], sampling, samples)]
+    finally:
+        engine.close()
     return {"greedy": score_problems(problems, greedy), "sampled": score_problems(problems, sampled)}
 
 

@@ -102,3 +102,23 @@ def test_benchmark_file_with_domain_is_canonical(tmp_path):
     path.write_text(json.dumps({"prompt": "1+1?"}) + "\n")
     with pytest.raises(ValueError, match="missing_field:answer"):
         load_benchmark(path=path, domain="math")
+
+
+def test_jsonl_lines_keep_skips_undecoded_lines_but_counts_them(tmp_path):
+    """`keep` sees each non-blank line without its newline; lines it rejects are never decoded
+    (an invalid one raises nothing) yet still take their position and count towards `limit`."""
+    from curation.sources import jsonl_lines
+
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a": 1}\n\n\xff not json\r\n{"a": 3}\n{"a": 4}\n')
+    seen = []
+
+    def keep(raw: bytes) -> bool:
+        seen.append(raw)
+        return raw.startswith((b'{"a": 3', b'{"a": 1'))
+
+    assert [(i, obj) for i, (obj, _, _) in jsonl_lines(path, None, keep)] == [(0, {"a": 1}), (2, {"a": 3})]
+    assert seen == [b'{"a": 1}', b"\xff not json", b'{"a": 3}', b'{"a": 4}']
+    assert [i for i, _ in jsonl_lines(path, 2, keep)] == [0]
+    everything = list(jsonl_lines(path, None))
+    assert [i for i, _ in everything] == [0, 1, 2, 3] and everything[1][1][1] == "undecodable_text"

@@ -29,7 +29,7 @@ def _rows_of(column: pa.Array, chunk_bytes: int) -> list[tuple[list[str], list[i
     for tok in iter_tokens(column, chunk_bytes=chunk_bytes):
         for r in range(tok.num_rows):
             idx = np.flatnonzero(tok.row == r)
-            out.append(([tok.words(i, i + 1) for i in idx], tok.hashes[idx].tolist()))
+            out.append(([tok.text(i, i + 1) for i in idx], tok.hashes[idx].tolist()))
     return out
 
 
@@ -53,7 +53,7 @@ def test_ngram_hashes_stay_inside_rows_and_match_scalar_hash():
     words = [normalize_words(t) for t in column.to_pylist()]
     expected = [ngram_hash(w[i : i + 3]) for w in words for i in range(len(w) - 2)]
     assert hashes.tolist() == expected
-    assert [tok.words(i, i + 3) for i in first.tolist()][-1] == "the lazy dog"
+    assert [tok.text(i, i + 3) for i in first.tolist()][-1] == "the lazy dog"
 
 
 def test_hashes_are_stable_constants():

@@ -41,3 +41,28 @@ def test_score_problems_splits_format_from_arithmetic():
     assert out["by_op"] == {"+": 0.5, "-": 0.5}
     assert out["boxed"] == 0.75 and out["correct_when_boxed"] == 2 / 3
     assert out["reasons"]["no_boxed_answer"] == 1
+
+
+def test_measure_runs_on_the_hf_engine_and_samples_as_grpo_rollouts(tiny_model_dir, monkeypatch):
+    """`measure` goes through generation's hf engine: greedy is argmax decoding, and the sampled
+    completions are the ones the GRPO torch backend's sampler (HFRolloutEngine) draws for that seed."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.evaluate import render_prompts
+    from trainer.rollout import HFRolloutEngine
+
+    script = load_script()
+    monkeypatch.setattr(script, "score_problems", lambda problems, completions: completions)
+    problems = script.arithmetic_problems(3, seed=1)
+    out = script.measure(Path(tiny_model_dir), problems, max_new_tokens=6, samples=2, temperature=1.0)
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    texts = render_prompts([p["prompt"] for p in problems], script.MODE)
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    rollout = HFRolloutEngine(model, tokenizer, batch_size=64)
+    sampled = [[r.text for r in g] for g in rollout.generate(ids, 2, 6, temperature=1.0, seed=0)]
+    near_greedy = [[g[0].text] for g in rollout.generate(ids, 1, 6, temperature=1e-6, seed=0)]
+    assert out["sampled"] == sampled and all(len(g) == 2 for g in sampled)
+    assert out["greedy"] == near_greedy and len(near_greedy) == 3

@@ -3,6 +3,9 @@ optional extras, the recipe's `tracking` reaching every stage, TRL's report_to."
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -49,12 +52,32 @@ def test_mlflow_local_file_store(tmp_path, monkeypatch):
     assert not client.get_metric_history(run.info.run_id, "nan")  # non-finite values are not sent
 
 
+def _live_children() -> set[int]:
+    """PIDs of this process's children that are still running (zombies excluded), from /proc."""
+    me, out = os.getpid(), set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
 def test_wandb_offline(tmp_path, monkeypatch):
-    pytest.importorskip("wandb")
+    wandb = pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    _log_three(MetricsWriter(tmp_path, tensorboard=False, tracking=["wandb"]))
-    assert list((tmp_path / "wandb").glob("offline-run-*"))
+    before = _live_children()
+    try:
+        _log_three(MetricsWriter(tmp_path, tensorboard=False, tracking=["wandb"]))
+        (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
+        (log,) = run_dir.glob("run-*.wandb")  # the offline run's records, for `wandb sync`
+        assert log.stat().st_size > 0
+    finally:
+        wandb.teardown()  # stops the wandb-core service the run started (it outlives run.finish())
+    assert not _live_children() - before, "a W&B service process outlived the test"
 
 
 def test_recipe_tracking_reaches_every_stage(tmp_path):
