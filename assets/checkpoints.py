@@ -23,6 +23,7 @@ from spec.hashing import code_hash, file_digest, stable_hash
 from spec.kinds import stage_kind
 from spec.lineage import input_ref, make_record, read_record, write_record
 from spec.overrides import overrides_for
+from spec.paths import portable_path
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
 TRAINER_CODE = ("trainer", "curation", "spec")
@@ -58,7 +59,7 @@ def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], 
         details = {"kind": kind} | ({"overrides": overrides} if overrides else {})
         write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details))
     _model_card(out_dir, kind, inputs, extra)
-    meta = {"path": dg.MetadataValue.path(str(out_dir)), "data_version": version,
+    meta = {"path": dg.MetadataValue.path(portable_path(out_dir)), "data_version": version,
             "inputs": dg.MetadataValue.json(inputs), **extra}
     if overrides:
         meta["overrides"] = dg.MetadataValue.json(overrides)

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from spec.paths import cascade_home
+from spec.paths import cascade_home, portable_path, resolve_home_path
 
 # Asset key prefixes (groups in the UI).
 SOURCES, BENCHMARKS, CURATED, CORPORA, CHECKPOINTS, EVALS = (
@@ -37,11 +37,15 @@ def key(prefix: str, name: str) -> dg.AssetKey:
 
 
 def latest_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> dict[str, Any]:
-    """Metadata of an asset's latest materialization (or observation, for sources)."""
+    """Metadata of an asset's latest materialization (or observation, for sources); `path` resolved
+    against the current `$CASCADE_HOME`."""
     event = instance.get_latest_materialization_event(asset_key)
     if event is None or event.asset_materialization is None:
         raise dg.Failure(f"upstream asset {asset_key.to_user_string()} has not been materialized")
-    return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    meta = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    if isinstance(meta.get("path"), str):  # stored relative to the home (spec.paths.portable_path)
+        meta["path"] = str(resolve_home_path(meta["path"]))
+    return meta
 
 
 def upstream_path(context: dg.AssetExecutionContext, asset_key: dg.AssetKey) -> Path:
@@ -71,10 +75,10 @@ def preview_markdown(rows: list[dict[str, Any]], limit: int = 5, width: int = 60
 
 def dataset_metadata(record: dict[str, Any], preview: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Row counts, drop reasons and a preview: what a user checks first in the UI."""
-    folder = Path(record["path"])
+    folder = resolve_home_path(record["path"])
     folder = folder.parent if folder.suffix == ".parquet" else folder
     meta: dict[str, Any] = {
-        "path": dg.MetadataValue.path(str(folder)),
+        "path": dg.MetadataValue.path(portable_path(folder)),
         "data_version": record["data_version"],
         "rows_in": record["rows_in"],
         "rows_out": record["rows_out"],

@@ -25,6 +25,7 @@ from assets.plots import domain_panels_markdown, matrix_markdown
 from spec.hashing import code_hash, stable_hash
 from spec.kinds import kind_for_eval_domain, stage_kind
 from spec.lineage import make_record, write_record
+from spec.paths import portable_path
 from spec.recipe import Recipe
 
 def eval_root() -> Path:
@@ -35,16 +36,45 @@ def _interval(c: dict[str, Any]) -> str:
     return f"{c['lo']:.1f}–{c['hi']:.1f}" if c.get("lo") is not None else f"± {c.get('stderr', 0):.1f}"
 
 
-def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str | None) -> dict[str, Any]:
+def eval_domains(recipe: Recipe) -> list[str]:
+    return list(dict.fromkeys(b.eval_domain for b in recipe.benchmarks if b.eval_domain))
+
+
+def eval_plan(recipe: Recipe) -> dict[str, list[str]]:
+    """{checkpoint: domains it is evaluated on}, in cascade order; checkpoints with none are left out.
+
+    `evals.scope: all`: every checkpoint on every domain. `gates`: what the gates read — the RL
+    chain's input on the first trained domain; each RL checkpoint on the domains of its own and
+    every earlier RL stage (no_forgetting) plus the next one's (the next stage's `learned`
+    baseline); the last checkpoint on every domain (the final model's full table).
+    """
+    chain = checkpoint_chain(recipe)
+    domains = eval_domains(recipe)
+    if recipe.evals.scope == "all" or not recipe.rl_stages:
+        return {s: domains for s, _ in chain} if domains else {}
+    own = [stage_kind(rl.kind).eval_domain for rl in recipe.rl_stages]
+    names = [dict(chain)[recipe.rl_stages[0].name]] + [rl.name for rl in recipe.rl_stages]
+    plan = {}
+    for j, name in enumerate(names):
+        want = set(own[:j]) | {next((d for d in own[j:] if d in domains), None)}
+        chosen = domains if j == len(names) - 1 else [d for d in domains if d in want]
+        if chosen:
+            plan[name] = chosen
+    return plan
+
+
+def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str | None,
+               domains: list[str]) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from curation.prompts import eval_rows
     from rewards.registry import get_reward, needs_reward_model
     from trainer.evaluate import EvalSet
+    from trainer.tts import TTSPlan
 
     sets = {}
     for bench in recipe.benchmarks:
-        if not bench.eval_domain:
+        if not bench.eval_domain or bench.eval_domain not in domains:
             continue
         kind = kind_for_eval_domain(bench.eval_domain)
         needs_rm = needs_reward_model(kind.eval_reward)
@@ -58,7 +88,14 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
             table = table.slice(0, bench.eval_limit)
         rows = eval_rows(table, kind.name, bench.name)
         options = {"model_path": rm_path} if needs_rm else {}
-        sets[bench.eval_domain] = EvalSet(table=rows, reward=get_reward(kind.eval_reward, **options))
+        tts, modes = None, None
+        if bench.tts:
+            selector = get_reward("rm", model_path=rm_path) if bench.tts.select == "rm" and rm_path else None
+            tts = TTSPlan(bench.tts.k, bench.tts.select, bench.tts.temperature, bench.tts.top_p, bench.tts.limit,
+                          selector)
+            modes = tuple(bench.tts.modes) if bench.tts.modes else None
+        sets[bench.eval_domain] = EvalSet(table=rows, reward=get_reward(kind.eval_reward, **options), tts=tts,
+                                          tts_modes=modes)
     return sets
 
 
@@ -92,7 +129,9 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
     refs = [upstream_ref(context, k) for k in eval_input_keys(recipe, stage)]
     config = eval_config(recipe)
     code = eval_code_version(recipe)
-    version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code})
+    domains = eval_plan(recipe).get(stage, [])
+    version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code,
+                           **({"domains": domains} if recipe.evals.scope != "all" else {})})
     out = eval_root() / stage / version
     report_path = out / "eval.json"
     if not report_path.exists():
@@ -100,14 +139,15 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
 
         rm_path = refs[-1]["path"] if recipe.reward_model else None
         with (timer or WorkTimer()).measure(f"evaluate {stage}"):
-            raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, recipe, rm_path),
+            raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, recipe, rm_path, domains),
                                       modes=tuple(recipe.evals.modes), max_new_tokens=recipe.evals.max_new_tokens,
                                       seed=recipe.seed, engine=recipe.evals.engine,
-                                      batch_size=recipe.evals.batch_size)
+                                      batch_size=recipe.evals.batch_size, dtype=recipe.evals.dtype)
         # Points: mean reward x 100, so tolerances read as accuracy points.
         # Per-row scores stay raw (the paired tests need 0/1 pass rates as they are).
         limits = {b.eval_domain: b.eval_limit for b in recipe.benchmarks if b.eval_domain}
         report = {d: {m: {**c, **{f: 100 * c[f] for f in ("score", "stderr", "lo", "hi")},
+                          **({"tts": tts_points(c["tts"])} if "tts" in c else {}),
                           **({"eval_limit": limits[d], "short": sum(c["reasons"].values()) < limits[d]}
                              if limits.get(d) else {})}
                       for m, c in by.items()} for d, by in raw.items()}
@@ -120,11 +160,23 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
     return version, out, json.loads(report_path.read_text())
 
 
+def tts_points(tts: dict[str, Any]) -> dict[str, Any]:
+    """A TTS result with best@k / select@k in points (per-row scores stay raw)."""
+    return {**tts, **{name: {**tts[name], **{f: 100 * tts[name][f] for f in ("score", "lo", "hi")}}
+                      for name in ("best_at_k", "select_at_k")}}
+
+
 def scores_markdown(report: dict[str, Any]) -> str:
-    """| domain | mode | score | 95% interval | n | of an eval report."""
-    return "| domain | mode | score | 95% interval | n |\n|---|---|---:|---|---:|\n" + "\n".join(
-        f"| {d} | {m} | {c['score']:.1f} | {_interval(c)} | {c['n']}{' (short)' if c.get('short') else ''} |"
-        for d, by in report.items() for m, c in by.items())
+    """| domain | mode | score | 95% interval | n | of an eval report, plus best@k / select@k rows under TTS."""
+    lines = []
+    for d, by in report.items():
+        for m, c in by.items():
+            lines.append(f"| {d} | {m} | {c['score']:.1f} | {_interval(c)} | {c['n']}{' (short)' if c.get('short') else ''} |")
+            t = c.get("tts")
+            for name in ("best_at_k", "select_at_k") if t else ():
+                label = f"{name.split('_')[0]}@{t['k']}" + (f" ({t['select']})" if name == "select_at_k" else "")
+                lines.append(f"| {d} | {m} {label} | {t[name]['score']:.1f} | {_interval(t[name])} | {t[name]['n']} |")
+    return "| domain | mode | score | 95% interval | n |\n|---|---|---:|---|---:|\n" + "\n".join(lines)
 
 
 def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefinition:
@@ -137,7 +189,7 @@ def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefini
         summary = {d: {m: {k: v for k, v in c.items() if k != "rows"} for m, c in by.items()} for d, by in report.items()}
         return dg.MaterializeResult(
             data_version=dg.DataVersion(version),
-            metadata={"path": dg.MetadataValue.path(str(out)), "data_version": version,
+            metadata={"path": dg.MetadataValue.path(portable_path(out)), "data_version": version,
                       "scores": dg.MetadataValue.md(table), "report": dg.MetadataValue.json(summary),
                       "short_eval_sets": dg.MetadataValue.json(
                           sorted({d for d, by in report.items() for c in by.values() if c.get("short")}))})
@@ -164,16 +216,17 @@ def cascade_report(recipe: Recipe, path_of: Callable[[dg.AssetKey], Path | None]
 
     chain = checkpoint_chain(recipe)
     stages, parents = [s for s, _ in chain], dict(chain)
-    domains = list(dict.fromkeys(b.eval_domain for b in recipe.benchmarks if b.eval_domain))
+    domains = eval_domains(recipe)
     own = {rl.name: stage_kind(rl.kind).eval_domain for rl in recipe.rl_stages}
-    evals = {s: _read_eval(path_of(key(EVALS, f"eval_{s}"))) for s in stages}
+    plan = eval_plan(recipe)
+    evals = {s: _read_eval(path_of(key(EVALS, f"eval_{s}"))) if s in plan else None for s in stages}
     metrics = {s: _read_metrics(path_of(key(CHECKPOINTS, s))) for s in stages if parents[s]}
     return build_report(stages, parents, own, domains, evals, metrics, recipe.evals.forgetting_tolerance_points,
-                        recipe.evals.alpha)
+                        recipe.evals.alpha, planned=plan)
 
 
-def _forgetting_matrix(recipe: Recipe, stages: list[str]) -> dg.AssetsDefinition:
-    eval_keys = [key(EVALS, f"eval_{s}") for s in stages]
+def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) -> dg.AssetsDefinition:
+    eval_keys = [key(EVALS, f"eval_{s}") for s in evaluated]
 
     @dg.asset(key=key(EVALS, "forgetting_matrix"), deps=eval_keys, group_name=EVALS, kinds={"json"},
               code_version=code_hash("assets"),
@@ -203,7 +256,7 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str]) -> dg.AssetsDefinition
                                       [upstream_ref(context, k) for k in eval_keys if path_of(k)], kind="eval"))
         return dg.MaterializeResult(
             data_version=dg.DataVersion(version),
-            metadata={"path": dg.MetadataValue.path(str(out)), "data_version": version,
+            metadata={"path": dg.MetadataValue.path(portable_path(out)), "data_version": version,
                       "matrix": dg.MetadataValue.md(markdown),
                       "plot": dg.MetadataValue.md(domain_panels_markdown(report))})
 
@@ -279,16 +332,19 @@ def build_eval_assets(recipe: Recipe, timer: WorkTimer) -> tuple[list, list]:
     chain = checkpoint_chain(recipe)
     parents = dict(chain)
     checks = [_training_signal_check(recipe, s) for s, p in chain if p is not None]
-    eval_domains = {b.eval_domain for b in recipe.benchmarks if b.eval_domain}
-    if not eval_domains:
+    plan = eval_plan(recipe)
+    if not plan:
         return [], checks
     stages = [s for s, _ in chain]
-    assets = [_eval_asset(recipe, s, timer) for s in stages] + [_forgetting_matrix(recipe, stages)]
+    evaluated = [s for s in stages if s in plan]
+    assets = [_eval_asset(recipe, s, timer) for s in evaluated] + [_forgetting_matrix(recipe, stages, evaluated)]
+    domains = set(eval_domains(recipe))
     earlier: list[str] = []
     for rl in recipe.rl_stages:
-        checks.append(_no_forgetting_check(recipe, rl.name, stages[:stages.index(rl.name)], list(earlier), timer))
+        before = [s for s in stages[:stages.index(rl.name)] if s in plan]
+        checks.append(_no_forgetting_check(recipe, rl.name, before, list(earlier), timer))
         own = stage_kind(rl.kind).eval_domain
-        if own and own in eval_domains:
+        if own and own in domains:
             checks.append(_learned_check(recipe, rl.name, parents[rl.name], own, timer))
         if own and own not in earlier:
             earlier.append(own)

@@ -20,6 +20,7 @@ import dagster as dg
 from assets.common import BENCHMARKS, SOURCES, WorkTimer, data_root, dataset_metadata, key, preview_markdown
 from spec.hashing import code_version, file_digest
 from spec.data import BenchmarkSpec, SourceSpec
+from spec.paths import portable_path
 from spec.recipe import Recipe
 
 CURATION_CODE = ("curation",)
@@ -49,7 +50,7 @@ def _file_asset(recipe: Recipe, spec: SourceSpec | BenchmarkSpec, name: str) -> 
         digest = file_digest(path)
         return dg.ObserveResult(
             data_version=dg.DataVersion(digest),
-            metadata={"path": dg.MetadataValue.path(str(path)), "data_version": digest},
+            metadata={"path": dg.MetadataValue.path(portable_path(path)), "data_version": digest},
         )
 
     return _observe

@@ -80,6 +80,23 @@ def _registered(value: str, known: Any, what: str) -> str:
     return value
 
 
+class TTSSpec(Settings):
+    """Test-time scaling of one eval set (generate k, select one, submit): reported beside greedy as best@k and select@k."""
+
+    k: int = Field(ge=2)
+    """Samples per row."""
+    select: Literal["majority", "verifier", "rm"]
+    """`majority`: the most frequent final answer (math); `verifier`: the first sample passing the row's visible test (code); `rm`: the best reward-model score."""
+    temperature: float = Field(default=0.7, gt=0)
+    """Sampling temperature of the k samples."""
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    """Nucleus mass of the k samples."""
+    modes: list[Literal["think", "no_think"]] | None = None
+    """Modes sampled k times; None = every mode in `evals.modes`."""
+    limit: int | None = Field(default=None, gt=0)
+    """Rows sampled k times (the first `limit` of the eval set); None = all evaluated rows."""
+
+
 class BenchmarkSpec(Settings):
     """Benchmark text to decontaminate against; with `eval_domain` it is also a held-out eval set."""
 
@@ -99,6 +116,8 @@ class BenchmarkSpec(Settings):
     """If set, this benchmark is a held-out eval set for that domain (the eval domain of a stage kind)."""
     eval_limit: int | None = Field(default=None, gt=0)
     """Evaluate on at most this many rows."""
+    tts: TTSSpec | None = None
+    """Test-time scaling of this eval set (needs `eval_domain`); None = greedy only."""
 
     _v_name = field_validator("name")(check_name)
 

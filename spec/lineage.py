@@ -5,9 +5,13 @@ Every record has the same five keys, written by `write_record` and nothing else:
     asset         the asset name (e.g. `math_rl_prompts`, `math_rl`, `eval_math_rl`)
     data_version  THE version of this output (a content hash for datasets, an input hash for
                   checkpoints and evals); also the folder name and Dagster's DataVersion
-    path          where the output lives
+    path          where the output lives (under the home: `${CASCADE_HOME}/...`, spec.paths)
     code_version  the library code (and config slice) that produced it
     inputs        [{asset, data_version, path}] of everything it was made from
+
+Every path under `$CASCADE_HOME`, in the five keys and in the details, is stored relative to
+it (`${CASCADE_HOME}/...`), so a moved or copied home still resolves; `lineage_tree` gives
+paths resolved against the current home.
 
 plus details that depend on what it records (row counts and drop reasons of a dataset; the
 trainer's config, rewards, seed, library versions and metrics summary of a checkpoint).
@@ -24,13 +28,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from spec.paths import portable, portable_path, resolve_home_path
+
 LINEAGE_FILE = "lineage.json"
 RECORD_KEYS = ("asset", "data_version", "path", "code_version", "inputs")
 
 
 def input_ref(asset: str, data_version: str, path: str | Path | None) -> dict[str, Any]:
     """One entry of `inputs`."""
-    return {"asset": asset, "data_version": str(data_version), "path": None if path is None else str(path)}
+    return {"asset": asset, "data_version": str(data_version), "path": None if path is None else portable_path(path)}
 
 
 def make_record(asset: str, data_version: str, path: str | Path, code_version: str | None,
@@ -42,9 +48,9 @@ def make_record(asset: str, data_version: str, path: str | Path, code_version: s
     clash = set(details) & {*RECORD_KEYS, "created_at"}
     if clash:
         raise ValueError(f"{asset}: details may not override {sorted(clash)}")
-    return {"asset": asset, "data_version": str(data_version), "path": str(path), "code_version": code_version,
-            "inputs": [dict(i) for i in inputs], **details,
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    return portable({"asset": asset, "data_version": str(data_version), "path": str(path), "code_version": code_version,
+                     "inputs": [dict(i) for i in inputs], **details,
+                     "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
 def write_record(folder: str | Path, record: dict[str, Any]) -> Path:
@@ -68,12 +74,13 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
 
 
 def lineage_tree(ref: dict[str, Any], _seen: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """{asset, data_version, path, code_version, inputs: [same shape]} from a record's folder."""
-    record = (read_record(ref["path"]) if ref.get("path") else None) or {}
+    """{asset, data_version, path, code_version, inputs: [same shape]} from a record's folder (paths resolved)."""
+    record = (read_record(resolve_home_path(ref["path"])) if ref.get("path") else None) or {}
+    path = record.get("path") or ref.get("path")
     node = {
         "asset": record.get("asset") or ref.get("asset"),
         "data_version": str(record.get("data_version") or ref.get("data_version")),
-        "path": str(record.get("path") or ref.get("path")),
+        "path": str(resolve_home_path(path)) if path else str(path),
         "code_version": record.get("code_version", ref.get("code_version")),
         "inputs": [],
     }

@@ -148,8 +148,12 @@ class EvalSpec(Settings):
     """Reasoning modes to evaluate (each reported on its own, and pooled per domain)."""
     engine: Literal["hf", "vllm"] = "hf"
     """Generation engine of the eval completions (generation.engine): `hf` (CPU/GPU) or `vllm` (GPU)."""
-    batch_size: int = Field(default=16, gt=0)
+    batch_size: int = Field(default=48, gt=0)
     """Rows decoded together by the `hf` engine."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Weights' dtype in the `hf` engine: `auto` = bfloat16 where the hardware computes it natively (AVX512-BF16/AMX CPUs, bf16 GPUs), else float32."""
+    scope: Literal["all", "gates"] = "all"
+    """`all`: every checkpoint on every domain (the full matrix); `gates`: only what the gates read — the RL chain's input and every RL checkpoint, each on the domains of its own stage, the earlier stages and the next stage (about a third fewer evals)."""
     forgetting_tolerance_points: float = Field(default=2.0, ge=0)
     """The no-forgetting check fails when an earlier domain drops below its best earlier checkpoint by more than this many points and the paired test says the drop is significant."""
     blocking: bool = True

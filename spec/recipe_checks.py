@@ -15,6 +15,7 @@ even when some field is malformed and their findings join pydantic's in one erro
   unless the recipe sets `stage_order: custom`;
 * stage blocks: a MOPD stage's `mopd.teachers` are earlier checkpoints serving domains it takes;
   `mix:` only on multi_domain stages;
+* evals: a `tts:` plan sits on an eval set, `verifier` on the code set, `rm` with a reward model;
 * files: a source or benchmark path without a `generate:` fallback exists, and so does a
   `model.base` that is a folder rather than a built-in model.
 
@@ -220,6 +221,23 @@ def _stage_block_problems(data: dict) -> list[str]:
     return out
 
 
+def _tts_problems(data: dict) -> list[str]:
+    """`tts:` on an eval set: `verifier` needs rows with tests (the code domain), `rm` a reward model."""
+    out = []
+    for i, bench in _entries(data, "benchmarks"):
+        tts = bench.get("tts")
+        if not isinstance(tts, dict):
+            continue
+        where = f"benchmarks.{i}.tts"
+        if not bench.get("eval_domain"):
+            out.append(f"{where}: test-time scaling needs an eval set (`eval_domain`)")
+        if tts.get("select") == "verifier" and bench.get("eval_domain") != "code":
+            out.append(f"{where}.select: `verifier` runs the row's visible tests; only the code eval set has tests")
+        if tts.get("select") == "rm" and not data.get("reward_model"):
+            out.append(f"{where}.select: `rm` ranks samples with the reward model, but `reward_model` is not declared")
+    return out
+
+
 def _file_problems(data: dict, recipe_path: Path | None) -> list[str]:
     out = []
     for section in ("sources", "benchmarks"):
@@ -251,4 +269,4 @@ def recipe_problems(data: dict, recipe_path: Path | None = None,
     stages += [(f"rl_stages.{i}.name", s.get("name")) for i, s in _entries(data, "rl_stages")]
     return (_duplicates(named) + _duplicates(benches) + _duplicates(stages) + _reference_problems(data)
             + _reward_model_problems(data, needs_reward_model) + _order_problems(data) + _stage_block_problems(data)
-            + _generation_problems(data, recipe_path) + _file_problems(data, recipe_path))
+            + _generation_problems(data, recipe_path) + _tts_problems(data) + _file_problems(data, recipe_path))

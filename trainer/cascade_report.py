@@ -3,8 +3,10 @@
 What: from every checkpoint's eval report and every stage's metrics (plain dicts, so the
 Dagster asset and `cascade report` build the same thing), one JSON-able report holding
 
-  matrix     checkpoint × domain: score in points with its 95% interval, per mode and pooled;
-             a domain a checkpoint was not evaluated on is `null` ("missing"), never 0
+  matrix     checkpoint × domain: score in points with its 95% interval, per mode and pooled
+             (with best@k / select@k under test-time scaling); a domain without a score is
+             `null`, never 0: "missing" when it should have one, "not evaluated" when the eval
+             scope (`evals.scope: gates`) skips it on purpose (listed under `not_evaluated`)
   stages     per trained stage: own-domain gain over its input checkpoint with interval and
              p-value (`learned`), the no-forgetting verdict against the best earlier checkpoint
              on each earlier domain with margins, the training-signal verdict, curve summaries
@@ -32,19 +34,24 @@ def _mode_cells(report: Report, domain: str) -> dict[str, dict[str, Any]]:
             ci = cell([s for s in c["rows"].values() if s is not None], scale=100.0)
             c = {**c, "lo": ci.lo, "hi": ci.hi}
         out[mode] = {"score": c["score"], "lo": c.get("lo"), "hi": c.get("hi"), "n": c["n"]}
+        if c.get("tts"):
+            t = c["tts"]
+            out[mode]["tts"] = {"k": t["k"], "select": t["select"],
+                                **{name: {f: t[name][f] for f in ("score", "lo", "hi", "n")}
+                                   for name in ("best_at_k", "select_at_k")}}
     return out
 
 
 def build_report(stages: Sequence[str], parents: Mapping[str, str | None], own_domains: Mapping[str, str | None],
                  domains: Sequence[str], evals: Mapping[str, Report | None],
                  metrics: Mapping[str, Sequence[Mapping[str, Any]] | None], tolerance: float,
-                 alpha: float = ALPHA) -> dict[str, Any]:
+                 alpha: float = ALPHA, planned: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The report of a cascade.
 
     `stages`: checkpoints in cascade order (base model first); `parents`: each stage's input
     checkpoint; `own_domains`: the eval domain each RL stage trains (RL stages only, in order);
     `evals`: eval report per stage (None when not evaluated); `metrics`: metrics rows per
-    trained stage.
+    trained stage; `planned`: the domains each checkpoint is meant to be evaluated on (None = all).
     """
     matrix: dict[str, dict[str, Any]] = {}
     for stage in stages:
@@ -78,8 +85,34 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None], own_d
             if own and own not in earlier_domains:
                 earlier_domains.append(own)
         out_stages.append(entry)
+    skipped = {s: [d for d in domains if d not in planned.get(s, ())] for s in stages} if planned is not None else {}
     return {"domains": list(domains), "checkpoints": list(stages), "tolerance_points": tolerance, "alpha": alpha,
-            "matrix": matrix, "stages": out_stages}
+            "matrix": matrix, "stages": out_stages, "not_evaluated": {s: ds for s, ds in skipped.items() if ds}}
+
+
+def _shown(report: Mapping[str, Any]) -> list[str]:
+    """Checkpoints with at least one domain meant to be evaluated (all of them without a scope)."""
+    skipped = report.get("not_evaluated") or {}
+    return [s for s in report["checkpoints"] if len(skipped.get(s, ())) < len(report["domains"])]
+
+
+def _cell_text(report: Mapping[str, Any], stage: str, domain: str, c: Mapping[str, Any] | None) -> str:
+    if c is None and domain in (report.get("not_evaluated") or {}).get(stage, ()):
+        return "not evaluated"
+    return _fmt(c)
+
+
+def tts_lines(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+    """(checkpoint, domain/mode, greedy, best@k, select@k, selector) for every TTS cell of the matrix."""
+    out = []
+    for s in report["checkpoints"]:
+        for d in report["domains"]:
+            for m, c in ((report["matrix"][s].get(d) or {}).get("modes") or {}).items():
+                t = c.get("tts")
+                if t:
+                    out.append((s, f"{d}/{m}", _fmt(c), _fmt(t["best_at_k"]), _fmt(t["select_at_k"]),
+                                f"{t['select']}, k={t['k']}"))
+    return out
 
 
 def _fmt(c: Mapping[str, Any] | None) -> str:
@@ -122,7 +155,7 @@ def _signal_text(g: Mapping[str, Any] | None) -> str:
 
 def render_text(report: Mapping[str, Any]) -> str:
     """The report for a terminal: matrix (rows = domain·mode, columns = checkpoints), then stages."""
-    stages, domains, matrix = report["checkpoints"], report["domains"], report["matrix"]
+    stages, domains, matrix = _shown(report), report["domains"], report["matrix"]
     modes = sorted({m for s in stages for d in domains for m in ((matrix[s][d] or {}).get("modes") or {})})
     labels = [(d, None) for d in domains] + [(d, m) for d in domains for m in modes]
     lines = ["Held-out scores, points, 95% interval (rows = domain[/mode], columns = checkpoints):"]
@@ -131,10 +164,13 @@ def render_text(report: Mapping[str, Any]) -> str:
         cells = []
         for s in stages:
             c = matrix[s][d]
-            cells.append(_fmt(c if m is None or c is None else c["modes"].get(m)))
+            cells.append(_cell_text(report, s, d, c if m is None or c is None else c["modes"].get(m)))
         table.append([d if m is None else f"{d}/{m}"] + cells)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in table]
+    if tts_lines(report):
+        lines += ["", "Test-time scaling (greedy | best@k | select@k):"]
+        lines += [f"  {s} {dm}: {g} | {b} | {sel} ({how})" for s, dm, g, b, sel, how in tts_lines(report)]
     lines.append("")
     lines.append(f"Stages (alpha {report['alpha']}, forgetting tolerance {report['tolerance_points']} points):")
     for e in report["stages"]:
@@ -152,10 +188,13 @@ def render_text(report: Mapping[str, Any]) -> str:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     """Markdown tables: scores (rows = checkpoints, so columns stay few) and gates per stage."""
-    stages, domains, matrix = report["checkpoints"], report["domains"], report["matrix"]
+    stages, domains, matrix = _shown(report), report["domains"], report["matrix"]
     out = ["| checkpoint | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
     for s in stages:
-        out.append(f"| {s} | " + " | ".join(_fmt(matrix[s][d]) for d in domains) + " |")
+        out.append(f"| {s} | " + " | ".join(_cell_text(report, s, d, matrix[s][d]) for d in domains) + " |")
+    if tts_lines(report):
+        out += ["", "| checkpoint | domain/mode | greedy | best@k | select@k | selector |", "|---|---|---:|---:|---:|---|"]
+        out += [f"| {' | '.join(row)} |" for row in tts_lines(report)]
     out += ["", "| stage | own domain | gain [95% CI], p | no_forgetting | training_signal |", "|---|---|---|---|---|"]
     for e in report["stages"]:
         g = e["gates"]

@@ -38,7 +38,7 @@ from rewards.base import Reward, RewardResult
 
 MODES = ("think", "no_think")
 # The trainer's rollout engines sample; at this temperature the softmax is one-hot in fp32, so
-# sampling is argmax decoding (generate_greedy; the generation engines take temperature 0).
+# sampling is argmax decoding (the generation engines take temperature 0 instead).
 GREEDY_TEMPERATURE = 1e-6
 # Reward columns passed to verifiers (everything in RL_SCHEMA except the prompt itself).
 REWARD_COLUMNS = ("answer", "tests", "instruction_id_list", "kwargs", "golden_patch", "code_context")
@@ -54,6 +54,10 @@ class EvalSet:
     """Scores completions; its reasons are aggregated into the result."""
     modes: tuple[str, ...] | None = None
     """Modes for this set only (e.g. `("no_think",)`); None uses evaluate_checkpoint's `modes`."""
+    tts: Any = None
+    """A trainer.tts.TTSPlan: also sample k per row and report best@k / select@k; None = greedy only."""
+    tts_modes: tuple[str, ...] | None = None
+    """Modes the TTS plan runs in; None = every mode the set is evaluated in."""
 
 
 @dataclass
@@ -108,6 +112,17 @@ def render_prompts(prompts: Sequence[str], mode: str) -> list[str]:
     return [render_prompt(p, mode) for p in prompts]
 
 
+def row_ids(table: pa.Table) -> list[str]:
+    """Each row's id (the `row_id` column; positions where it is missing or not unique): paired tests align on it."""
+    ids = (table.column("row_id").to_pylist() if "row_id" in table.column_names else None) or range(table.num_rows)
+    ids = [str(i) if rid is None else str(rid) for i, rid in enumerate(ids)]
+    return ids if len(set(ids)) == len(ids) else [str(i) for i in range(len(ids))]
+
+
+def reward_columns(table: pa.Table) -> dict[str, list]:
+    return {c: table.column(c).to_pylist() for c in REWARD_COLUMNS if c in table.column_names}
+
+
 def score_completions(eval_set: EvalSet, completions: Sequence[str],
                       reward_cache: str | os.PathLike | None = None) -> dict[str, Any]:
     """Score one mode's completions (aligned with the table rows) and aggregate them.
@@ -117,13 +132,10 @@ def score_completions(eval_set: EvalSet, completions: Sequence[str],
     from rewards.cache import cache_path, maybe_cached
 
     table = eval_set.table
-    columns = {c: table.column(c).to_pylist() for c in REWARD_COLUMNS if c in table.column_names}
     reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
     agg = EvalScore()
-    ids = (table.column("row_id").to_pylist() if "row_id" in table.column_names else None) or range(table.num_rows)
-    ids = [str(i) if rid is None else str(rid) for i, rid in enumerate(ids)]
-    if len(set(ids)) != len(ids):  # duplicate ids cannot pair rows: fall back to positions
-        ids = [str(i) for i in range(len(ids))]
+    ids = row_ids(table)
+    columns = reward_columns(table)
     for rid, result in zip(ids, reward.score(table.column("prompt").to_pylist(), list(completions), **columns)):
         agg.add(result, rid)
     return agg.as_dict()
@@ -139,21 +151,26 @@ def evaluate_checkpoint(
     engine: str = "hf",
     engine_options: dict[str, Any] | None = None,
     reward_cache: str | os.PathLike | None = None,
+    dtype: str = "float32",
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Evaluate `checkpoint_dir` on every set in every mode -> {domain: {mode: cell}} (EvalScore.as_dict).
 
     Completions come from a generation engine (generation.engine: `hf` by default, `vllm` on a
     GPU, `openai` for a served model), greedy, every set's prompts in one batched call per mode.
+    A set with a TTS plan also gets `cell["tts"]` (trainer.tts.run_tts: best@k and select@k).
+    `dtype` of the hf engine: `auto` = bfloat16 where the hardware computes it natively, else float32.
     `reward_cache`: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with training), "off" = none.
     """
     from generation.engine import build_engine
+    from rewards.cache import cache_path, maybe_cached
+    from trainer.tts import run_tts
 
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     options = dict(engine_options or {})
     if engine == "hf":
-        options = {"dtype": "float32", "batch_size": batch_size} | options
+        options = {"dtype": eval_dtype(dtype), "batch_size": batch_size} | options
     gen = build_engine(engine, str(checkpoint_dir), **options)
     results: dict[str, dict[str, dict[str, Any]]] = {}
     try:
@@ -161,11 +178,28 @@ def evaluate_checkpoint(
             results[domain] = {}
             prompts = eval_set.table.column("prompt").to_pylist()
             for mode in eval_set.modes or modes:
-                completions = complete_greedy(gen, render_prompts(prompts, mode), max_new_tokens, seed)
+                texts = render_prompts(prompts, mode)
+                completions = complete_greedy(gen, texts, max_new_tokens, seed)
                 results[domain][mode] = score_completions(eval_set, completions, reward_cache)
+                if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):
+                    reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
+                    results[domain][mode]["tts"] = run_tts(
+                        gen, prompts, texts, reward_columns(eval_set.table), reward, eval_set.tts, max_new_tokens,
+                        seed, row_ids(eval_set.table))
     finally:
         gen.close()
     return results
+
+
+def eval_dtype(name: str) -> str:
+    """`auto` -> `bfloat16` where the device computes bf16 natively (AVX512-BF16/AMX CPUs, bf16 GPUs), else `float32`."""
+    if name != "auto":
+        return name
+    import torch
+
+    from trainer.backend_api import native_bf16
+
+    return "bfloat16" if native_bf16("cuda" if torch.cuda.is_available() else "cpu") else "float32"
 
 
 def complete_greedy(engine: Any, texts: Sequence[str], max_new_tokens: int, seed: int = 0) -> list[str]:
@@ -186,15 +220,6 @@ def complete_greedy(engine: Any, texts: Sequence[str], max_new_tokens: int, seed
             out[i] = group[0].text
         break
     return out
-
-
-def generate_greedy(engine: Any, tokenizer: Any, texts: Sequence[str], max_new_tokens: int,
-                    seed: int = 0) -> list[str]:
-    """One greedy completion per rendered prompt, through a trainer RolloutEngine (scripts use it)."""
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    groups = engine.generate(ids, num_generations=1, max_new_tokens=max_new_tokens,
-                             temperature=GREEDY_TEMPERATURE, seed=seed)
-    return [group[0].text for group in groups]
 
 
 def results_table(results: dict[str, dict[str, dict[str, Any]]]) -> str:

@@ -131,9 +131,23 @@ def chat_rl(seed: int) -> list:
     return [{"prompt": it["prompt"]} for it in draw(rng, 120, chat_item, RL_SLOTS)]
 
 
+EVAL_ROWS = 128
+
+
+def _unseen_conversion(rng: random.Random) -> dict[str, Any]:
+    """A unit conversion with a count no training row uses (training counts are 2-40)."""
+    small, big, _ = rng.choice(CONVERSIONS)
+    n = rng.randint(41, 400)
+    return {"key": ["convert", small, n], "slot_key": ["held-out-count"], "prompt": f"How many {small} are in {n} {big}?"}
+
+
 def chat_eval(seed: int) -> list:
+    """The held-out chat prompts (scored by the reward model): every held-out slot of `chat_item`
+    (64 distinct problems), topped up with unit conversions of counts training never sees."""
     rng = make_rng("chat_eval", seed)
-    return [{"prompt": it["prompt"]} for it in draw(rng, 48, chat_item, EVAL_SLOTS)]
+    rows = [{"prompt": it["prompt"]} for it in draw(rng, 64, chat_item, EVAL_SLOTS)]
+    extra = draw(rng, EVAL_ROWS - len(rows), _unseen_conversion, tuple(range(10)))
+    return rows + [{"prompt": it["prompt"]} for it in extra]
 
 
 RUDE = ["That is an easy question. Look it up yourself.", "Why would you even ask that?",

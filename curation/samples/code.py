@@ -174,7 +174,7 @@ def code_rl(seed: int) -> list:
 def code_eval(seed: int) -> list:
     rng = make_rng("code_eval", seed)
     # No reference solution in the held-out set: solutions of one family share code lines.
-    return [public(it, ("prompt", "tests")) for it in draw(rng, 48, code_item, EVAL_SLOTS)]
+    return [public(it, ("prompt", "tests")) for it in draw(rng, 128, code_item, EVAL_SLOTS)]
 
 
 GENERATORS = {"code_sft": code_sft, "code_rl": code_rl, "code_eval": code_eval}

@@ -195,7 +195,7 @@ def instruction_rl(seed: int) -> list:
 
 
 def instruction_eval(seed: int) -> list:
-    return _rows("instruction_eval", seed, 64, EVAL_SLOTS, IF_FIELDS[:3], special=False)
+    return _rows("instruction_eval", seed, 128, EVAL_SLOTS, IF_FIELDS[:3], special=False)
 
 
 GENERATORS = {"instruction_sft": instruction_sft, "instruction_rl": instruction_rl, "instruction_eval": instruction_eval}

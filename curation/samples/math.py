@@ -104,7 +104,7 @@ def math_rl(seed: int) -> list:
 
 def math_eval(seed: int) -> list:
     rng = make_rng("math_eval", seed)
-    return [public(it, ("prompt", "answer")) for it in draw(rng, 64, arithmetic_item, EVAL_SLOTS)]
+    return [public(it, ("prompt", "answer")) for it in draw(rng, 128, arithmetic_item, EVAL_SLOTS)]
 
 
 # ---- science ------------------------------------------------------------------------------

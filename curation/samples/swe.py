@@ -68,6 +68,14 @@ FUNCTIONS: list[tuple[str, str, list[tuple]]] = [
     ("statistics", "median_grouped", [([1, 2, 2, 3, 4],), ([52, 52, 53, 54],)]),
     ("datetime", "_ord2ymd", [(738946,), (1,), (730120,)]),
     ("heapq", "nlargest", [(2, [5, 1, 4, 2]), (1, [3, 9, 2])]),
+    # Held out (EVAL_MODULES): Windows path handling, enough mutations for 128 eval instances.
+    ("ntpath", "splitdrive", [("C:\\a\\b",), ("\\\\srv\\share\\x",), ("rel\\p",)]),
+    ("ntpath", "normpath", [("C:\\a\\..\\b\\.\\c",), ("a\\\\b\\..",), ("..\\x",)]),
+    ("ntpath", "split", [("C:\\a\\b.txt",), ("b",), ("C:\\",)]),
+    ("ntpath", "isabs", [("C:\\a",), ("a\\b",), ("\\\\srv\\s",)]),
+    ("ntpath", "join", [("C:\\a", "b"), ("a", "C:\\b"), ("a", "", "b")]),
+    ("ntpath", "commonpath", [(["C:\\a\\b", "C:\\a\\c"],), (["a\\b\\c", "a\\b"],)]),
+    ("ntpath", "relpath", [("C:\\a\\b\\c", "C:\\a"), ("C:\\a", "C:\\a\\b\\c")]),
 ]
 BENCHMARK_FUNCTIONS = [  # psf/requests is a SWE-bench repository: these instances are excluded
     ("requests.utils", "dotted_netmask", [(24,), (8,)]),
@@ -75,7 +83,7 @@ BENCHMARK_FUNCTIONS = [  # psf/requests is a SWE-bench repository: these instanc
     ("requests.utils", "address_in_network", [("192.168.1.1", "192.168.1.0/24"), ("10.0.0.1", "192.168.1.0/24")]),
 ]
 # Held-out module: eval instances never share a file (so no code or docstring) with training.
-EVAL_MODULES = {"colorsys"}
+EVAL_MODULES = {"colorsys", "ntpath"}
 ALL_SLOTS = tuple(range(10))
 FLIPS = {"+": "-", "-": "+", "<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==",
          "and": "or", "or": "and", "//": "/", "*": "+"}
@@ -265,7 +273,7 @@ def swe_pool(seed: int) -> list:
 def swe_eval(seed: int) -> list:
     rng = make_rng("swe_eval", seed)
     pool = _all(FUNCTIONS, held_out=True)
-    return [_instance(rng, it, pool, False) for it in draw(rng, 32, lambda r: swe_item(pool, r), ALL_SLOTS)]
+    return [_instance(rng, it, pool, False) for it in draw(rng, 128, lambda r: swe_item(pool, r), ALL_SLOTS)]
 
 
 GENERATORS = {"swe_pool": swe_pool, "swe_eval": swe_eval}

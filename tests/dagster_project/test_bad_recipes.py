@@ -79,6 +79,11 @@ CASES: list[tuple[str, Callable[[dict], None], str]] = [
     ("upsample_unknown_domain", _set("sft_stages.1.upsample", {"sciense": 2}), "sft_stages.1.upsample.sciense"),
     ("negative_reward_weight", _set(f"rl_stages.{MATH}.rewards.0.weight", -1.0), f"rl_stages.{MATH}.rewards.0.weight"),
     ("eval_limit_zero", _set("benchmarks.2.eval_limit", 0), "benchmarks.2.eval_limit"),
+    ("tts_k_one", _set("benchmarks.2.tts", {"k": 1, "select": "majority"}), "benchmarks.2.tts.k"),
+    ("tts_unknown_selector", _set("benchmarks.2.tts", {"k": 4, "select": "best"}), "benchmarks.2.tts.select"),
+    ("tts_verifier_without_tests", _set("benchmarks.2.tts", {"k": 4, "select": "verifier"}), "benchmarks.2.tts.select"),
+    ("tts_on_a_decontam_only_set", _set("benchmarks.0.tts", {"k": 4, "select": "majority"}), "benchmarks.0.tts"),
+    ("eval_scope_unknown", _set("evals.scope", "some"), "evals.scope"),
     # unknown keys
     ("unknown_top_level_key", _set("stages", []), "stages"),
     ("unknown_train_key", _set(f"rl_stages.{MATH}.train.lerning_rate", 1e-5), f"rl_stages.{MATH}.train.lerning_rate"),

@@ -10,6 +10,7 @@ import pytest
 
 from assets import build_definitions
 from dagster_project.recipe import load_recipe
+from spec.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +36,27 @@ def test_checkpoint_chain_and_names(graph) -> None:
     assert _deps(graph, "checkpoints/swe_rl") == {"checkpoints/code_rl", "corpora/swe_rl_prompts"}
 
 
-def test_every_checkpoint_has_an_eval_and_the_matrix_sees_all(graph) -> None:
+def test_gated_checkpoints_have_an_eval_and_the_matrix_sees_all(graph) -> None:
+    # The default recipe evaluates with `scope: gates`: the RL chain's input and every RL checkpoint.
     evals = {k.path[-1] for k in graph.get_all_asset_keys() if k.path[0] == "evals"}
-    stages = ["base_model", "sft_stage1", "sft_stage2", "rlhf", "if_rl", "math_rl", "code_rl", "swe_rl"]
+    stages = ["sft_stage2", "rlhf", "if_rl", "math_rl", "code_rl", "swe_rl"]
     assert evals == {f"eval_{s}" for s in stages} | {"forgetting_matrix"}
     assert _deps(graph, "evals/forgetting_matrix") == {f"evals/eval_{s}" for s in stages}
+
+
+def test_eval_plan_scopes() -> None:
+    from assets.evals import eval_plan
+
+    recipe = load_recipe(REPO_ROOT / "recipes" / "default.yaml")
+    plan = eval_plan(recipe)
+    # Each RL checkpoint: its own and earlier domains plus the next stage's (that stage's `learned` baseline).
+    assert plan == {"sft_stage2": ["rm"], "rlhf": ["ifeval", "rm"], "if_rl": ["math", "ifeval", "rm"],
+                    "math_rl": ["math", "ifeval", "code", "rm"], "code_rl": ["math", "ifeval", "code", "swe", "rm"],
+                    "swe_rl": ["math", "ifeval", "code", "swe", "rm"]}
+    recipe.evals.scope = "all"
+    full = eval_plan(recipe)
+    assert list(full) == ["base_model", "sft_stage1", "sft_stage2", "rlhf", "if_rl", "math_rl", "code_rl", "swe_rl"]
+    assert all(len(domains) == 5 for domains in full.values())
 
 
 def test_math_source_swap_is_local(graph) -> None:
@@ -60,13 +77,13 @@ def test_checks_cover_every_corpus_and_rl_checkpoint(graph) -> None:
 
 
 def test_no_forgetting_reads_every_earlier_checkpoint() -> None:
-    """The gate compares with the best earlier checkpoint, so it reads every earlier eval."""
+    """The gate compares with the best earlier checkpoint, so it reads every earlier eval (that the scope makes)."""
     defs = build_definitions(load_recipe())
     spec = next(s for c in defs.asset_checks or [] for s in c.check_specs
                 if s.asset_key.path[-1] == "code_rl" and s.name == "no_forgetting")
     deps = {d.asset_key.to_user_string() for d in spec.additional_deps}
-    earlier = {f"evals/eval_{s}" for s in ("base_model", "sft_stage1", "sft_stage2", "rlhf", "if_rl", "math_rl")}
-    assert earlier <= deps and "evals/eval_code_rl" not in deps
+    earlier = {f"evals/eval_{s}" for s in ("sft_stage2", "rlhf", "if_rl", "math_rl")}
+    assert earlier <= deps and "evals/eval_code_rl" not in deps and "evals/eval_base_model" not in deps
 
 
 def test_code_location_loads_without_heavy_imports() -> None:

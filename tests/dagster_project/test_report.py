@@ -88,6 +88,25 @@ def test_renderings(report):
     assert "| code_rl | code |" in md
 
 
+def test_scoped_cells_read_not_evaluated_and_tts_is_reported():
+    """`evals.scope: gates` skips cells on purpose: they read "not evaluated", a checkpoint with none
+    is left out of the table, and a domain that should have a score but has none stays "missing"."""
+    evals = {"sft": cells({"math": BASE}), "math_rl": cells({"math": BASE})}
+    tts = {"k": 4, "select": "majority", "best_at_k": {"score": 55.0, "lo": 45.0, "hi": 64.0, "n": 100},
+           "select_at_k": {"score": 41.0, "lo": 32.0, "hi": 51.0, "n": 100}}
+    evals["math_rl"]["math"]["no_think"]["tts"] = tts
+    planned = {"sft": ["math"], "math_rl": ["math", "code"], "code_rl": ["math", "code"]}
+    rep = build_report(STAGES, PARENTS, OWN, ["math", "code"], evals, {}, tolerance=2.0, planned=planned)
+    assert rep["not_evaluated"] == {"base_model": ["math", "code"], "sft": ["code"]}
+    md = render_markdown(rep)
+    assert "| base_model |" not in md and "| sft | 30.0 [" in md and "not evaluated" in md
+    assert "| math_rl | " in md and "missing" in md  # math_rl's code cell was planned but never came
+    assert "| math_rl | math/no_think | 30.0 [" in md and "| 55.0 [45.0, 64.0] | 41.0 [32.0, 51.0] | majority, k=4 |" in md
+    text = render_text(rep)
+    assert "Test-time scaling" in text and "math_rl math/no_think" in text
+    assert rep["matrix"]["math_rl"]["math"]["modes"]["no_think"]["tts"]["select_at_k"]["score"] == 41.0
+
+
 def test_domain_panels_plot(report):
     from assets.plots import domain_panels_markdown
 

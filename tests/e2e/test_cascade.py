@@ -150,3 +150,37 @@ def test_no_think_responses_of_trained_checkpoints_hold_no_think_block(cascade: 
         finally:
             engine.close()
         assert len(completions) == 6 and not [c for c in completions if "<think>" in c or "</think>" in c], stage
+
+
+def _paths(tree: dict) -> list[str]:
+    return [tree["path"]] + [p for c in tree["inputs"] for p in _paths(c)]
+
+
+def test_moved_home_still_resolves(cascade: Path, capsys, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Stored paths are relative to $CASCADE_HOME: a copied home, with the original moved out of the
+    way, is fresh in Dagster, its lineage and report resolve inside it, and no record names the old home."""
+    import shutil
+
+    moved = tmp_path_factory.mktemp("moved") / "home"
+    shutil.copytree(cascade, moved, symlinks=True)
+    old = str(cascade.resolve())
+    assert not [p for p in moved.rglob("lineage.json") if old in p.read_text()]
+    away = cascade.with_name(cascade.name + "_away")
+    cascade.rename(away)  # anything still reading the old home now fails
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("CASCADE_HOME", str(moved))
+            mp.setenv("DAGSTER_HOME", str(moved / "dagster"))
+            status = _status(capsys)
+            assert all(r["materialized"] for r in status.values())
+            assert not [a for a, r in status.items() if r["stale"]]
+            tree = _lineage(capsys, "math_rl")
+            inside = [p for p in _paths(tree) if p.startswith(str(moved.resolve()))]
+            assert Path(tree["path"]).is_relative_to(moved.resolve()) and len(inside) > 10
+            assert all(Path(p).exists() for p in inside)
+            capsys.readouterr()
+            report = tmp_path_factory.mktemp("report") / "report.json"
+            assert main(["report", "--recipe", TINY, "--json", str(report)]) == 0
+            assert json.loads(report.read_text())["matrix"]["swe_rl"]["math"] is not None
+    finally:
+        away.rename(cascade)
