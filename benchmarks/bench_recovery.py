@@ -1,34 +1,54 @@
 """Recovery after forgetting: MOPD vs GRPO for the same number of steps on the same prompts.
 
-Cascade 2 (arXiv 2603.19220) reports that multi-domain on-policy distillation recovers what an
-RL stage cost an earlier domain in a few dozen steps, faster than more GRPO. This benchmark
+Cascade 2 (arXiv 2603.19220) reports that multi-domain on-policy distillation recovers what
+an RL stage cost an earlier domain in a few dozen steps, faster than more GRPO. This benchmark
 replays that at toy scale with our trainers (trainer.mopd, trainer.grpo), side by side in one run:
 
 1. **Start** from the policy (`--model`: SmolLM2-135M-Instruct by default, `tiny` for a smoke run).
-2. **Degrade:** GRPO on domain B (structured output: JSON answers) at a high learning rate for
-   `--degrade-steps` steps, until domain A (multiple-choice QA: a declared letter) has dropped;
-   this is the checkpoint "after a stage that lost ground on an earlier domain".
+2. **Degrade:** train on domain B (`--degrade`) until domain A (`--victim`) has dropped; this
+   is the checkpoint "after a stage that lost ground on an earlier domain". `--degrade-method
+   grpo` runs GRPO on B's prompts with B's verifier; `sft` (the default, see below) runs a few
+   SFT steps on B's reference answers at a high learning rate.
 3. **Recover** from it, `--recover-steps` steps each, on the same mixed A+B prompts (same
    prompts per step, generations and budget):
    - MOPD: teachers are the start checkpoint for A (it was good at A) and the degraded
      checkpoint for B (it is the best at B);
-   - GRPO: the per-domain verifiers (rewards.multi_domain) as rewards.
-4. **Score** A and B on held-out prompts after every checkpoint (greedy, /no_think), as pass
-   rates with 95% Wilson intervals, and time each recovery run (wall seconds).
+   - GRPO: the per-domain verifiers (rewards.registry) as rewards.
+4. **Score** A and B on held-out prompts after every checkpoint (greedy, /no_think) with
+   trainer.stats 95% intervals (Wilson for pass rates, bootstrap for continuous scores), and
+   paired tests on rows aligned by row_id (McNemar mid-p / paired bootstrap): did A drop after
+   degrading (degraded vs start), and did each recovery move A and B (vs degraded). Each
+   run is timed (wall seconds).
 
-Settings are flags so a GPU runs larger ones (`--model`, `--eval-n`, `--recover-steps`,
-`--prompts-per-step`, `--num-generations`, `--max-new-tokens`). The table and a JSON record
-(settings, scores, intervals, times, machine) are printed; `--out` also writes the JSON.
+Why these defaults (victim mcqa, degrade structured_output by SFT): measured on
+SmolLM2-135M-Instruct on CPU (`--probe`; 32 held-out rows greedy, 8 prompts x 4 samples at
+temperature 1, 64 new tokens): mcqa greedy 4/32 (0.125), structured_output 0/32, and neither
+had a sampled group with reward variance (0/8 each; tool_call, math and ifeval could not be
+probed on the shared 2-core machine in time). So GRPO on B has no gradient and changes nothing
+(the degraded checkpoint equalled the start), and the one victim with a non-zero baseline is
+mcqa. An SFT stage on B's reference answers (JSON objects) is an honest "stage that lost ground
+on an earlier domain": a fine-tune that narrows the output format. Recovery is always MOPD vs
+GRPO, same steps, prompts, generations and learning rate. Measured 2026-12-06 on the shared
+2-core CPU (/work/notes/recovery.json, recovery_ifeval.json): 8 SFT steps at lr 1e-4 took B from
+0 to 48/48 but A's drop was not significant (mcqa 4/48 -> 1/48, p = 0.22; ifeval 10/48 -> 9/48),
+so at this scale the benchmark does not yet show recovery; a GPU run should raise --eval-n,
+--degrade-steps and --recover-steps.
 
-Usage: nice -n 19 python benchmarks/bench_recovery.py [--model smollm2|tiny|PATH] [--degrade-steps 6]
-       [--recover-steps 6] [--eval-n 48] [--out recovery.json]
+`--probe` instead prints, per candidate domain, the greedy pass rate and how many sampled
+groups (temperature 1) have reward variance, the facts that pick a victim (a non-trivial
+baseline) and a GRPO degrade domain (variance). Settings are flags so a GPU runs larger ones.
+The table and a JSON record (settings, per-row scores, cells, paired tests, times, machine) are
+printed; `--out` also writes the JSON.
+
+Usage: nice -n 19 python benchmarks/bench_recovery.py [--model smollm2|tiny|PATH] [--probe]
+       [--victim mcqa] [--degrade structured_output] [--degrade-method sft|grpo] [--degrade-steps 8]
+       [--recover-steps 6] [--eval-n 48] [--workdir DIR] [--out F]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
@@ -38,158 +58,191 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-A, B = "mcqa", "structured_output"
-GENERATORS = {A: "mcqa_rl", B: "structured_output_rl"}
-REWARDS = {A: "mcqa", B: "structured_output"}
+from recovery_lib import (
+    DOMAINS,
+    cell_of,
+    domain_rows,
+    paired,
+    probe,
+    reference_response,
+    score_checkpoint,
+    write_prompts,
+)
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a pass rate k/n."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def prompt_rows(n_train: int, n_eval: int) -> tuple[list[dict], dict[str, list[dict]]]:
-    """(training rows of both domains, held-out rows per domain): RL_SCHEMA dicts, no text shared."""
-    from curation.samples import records
-
-    train, held = [], {}
-    for domain, gen in GENERATORS.items():
-        rows = [r for r in records(gen, seed=1234) if isinstance(r, dict)]
-        seen = {r["prompt"] for r in rows[:n_train]}
-        extra = [r for r in records(gen, seed=4321) if isinstance(r, dict) and r["prompt"] not in seen]
-        train += [{"row_id": f"{domain}-{i}", "source": gen, "domain": domain, "mode": "no_think", **r}
-                  for i, r in enumerate(rows[:n_train])]
-        held[domain] = [{"row_id": f"eval-{domain}-{i}", "source": gen, "domain": domain, "mode": "no_think", **r}
-                        for i, r in enumerate(extra[:n_eval])]
-    return train, held
-
-
-def write_prompts(rows: list[dict], path: Path) -> Path:
+def write_sft(rows: list[dict], path: Path) -> Path:
+    """SFT rows (SFT_SCHEMA) answering each prompt with its reference response."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from curation.schemas import RL_SCHEMA
+    from curation.chat import prompt_messages, render_messages
+    from curation.schemas import SFT_SCHEMA
+    from spec.train import DEFAULT_SYSTEM
 
-    pq.write_table(pa.Table.from_pylist(rows, schema=RL_SCHEMA), path)
+    out = []
+    for r in rows:
+        messages = prompt_messages(r["prompt"], "no_think", DEFAULT_SYSTEM, r.get("tools"))
+        messages.append({"role": "assistant", "content": reference_response(r)})
+        out.append({"row_id": r["row_id"], "source": r["source"], "domain": r["domain"], "mode": "no_think",
+                    "messages": json.dumps(messages), "text": render_messages(messages)})
+    pq.write_table(pa.Table.from_pylist(out, schema=SFT_SCHEMA), path)
     return path
 
 
-def evaluate(model_dir: Path, held: dict[str, list[dict]], max_new_tokens: int) -> dict[str, dict]:
-    """Greedy /no_think pass rate of each domain's held-out rows under its verifier."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def report(results: dict, a: str, b: str, times: dict, args: argparse.Namespace) -> dict:
+    """Print the table (cells and paired tests) and return the summary part of the record."""
+    cells = {name: {d: cell_of(r[d]) for d in (a, b)} for name, r in results.items()}
+    tests = {"degraded_vs_start": {d: paired(results["start"][d], results["degraded"][d]) for d in (a, b)}}
+    for name in ("mopd", "grpo"):
+        if name in results:
+            tests[f"{name}_vs_degraded"] = {d: paired(results["degraded"][d], results[name][d]) for d in (a, b)}
+    if "mopd" in results and "grpo" in results:
+        tests["mopd_vs_grpo"] = {d: paired(results["grpo"][d], results["mopd"][d]) for d in (a, b)}
 
-    from curation.chat import render_prompt
-    from generation.hf_sampler import PrefixSharedSampler
-    from rewards.registry import get_reward
-    from spec.train import DEFAULT_SYSTEM
+    def fmt(c: dict) -> str:
+        return f"{c['rate']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}] ({c['pass']}/{c['n']})"
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    sampler = PrefixSharedSampler(model, tok, batch_size=16)
-    out = {}
-    for domain, rows in held.items():
-        ids = [tok(render_prompt(r["prompt"], "no_think", DEFAULT_SYSTEM, r.get("tools")),
-                   add_special_tokens=False)["input_ids"] for r in rows]
-        groups = sampler.sample(ids, 1, max_new_tokens, temperature=0.0, seed=0)
-        texts = [tok.decode(g[0].token_ids, skip_special_tokens=True) for g in groups]
-        columns = {k: [r.get(k) for r in rows] for k in ("answer", "json_schema", "domain")}
-        scores = [s or 0.0 for s in get_reward(REWARDS[domain])([r["prompt"] for r in rows], texts, **columns)]
-        k = int(sum(1 for s in scores if s >= 1.0))
-        low, high = wilson(k, len(rows))
-        out[domain] = {"pass": k, "n": len(rows), "rate": k / max(1, len(rows)), "ci95": [low, high]}
-    return out
+    def fmt_t(t: dict) -> str:
+        return f"{t['diff']:+.3f} [{t['lo']:+.3f}, {t['hi']:+.3f}] p={t['p_value']:.3g}"
+
+    print(f"\nRecovery benchmark: A = {a} (victim, the domain lost), B = {b} (degraded by "
+          f"{args.degrade_method} for {args.degrade_steps} steps at lr {args.degrade_lr:g})")
+    print(f"{'checkpoint':<10} {'A score [95% CI] (pass/n)':<32} {'B score [95% CI] (pass/n)':<32} wall s")
+    for name, c in cells.items():
+        secs = times.get(f"{name}_s")
+        print(f"{name:<10} {fmt(c[a]):<32} {fmt(c[b]):<32} {'' if secs is None else f'{secs:.0f}'}")
+    print(f"\npaired tests on the same held-out rows (diff = new - old, 95% CI, two-sided "
+          f"{next(iter(tests['degraded_vs_start'].values()))['test']} p):")
+    for name, t in tests.items():
+        print(f"  {name:<18} A {fmt_t(t[a]):<34} B {fmt_t(t[b])}")
+    if "mopd_s" in times and "grpo_s" in times:
+        print(f"wall time: MOPD {times['mopd_s']:.0f} s, GRPO {times['grpo_s']:.0f} s ({args.recover_steps} steps each), "
+              f"MOPD/GRPO {times['mopd_s'] / max(times['grpo_s'], 1e-9):.2f}")
+    return {"cells": cells, "paired": tests}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2", help="smollm2, tiny, or a HF model folder")
-    ap.add_argument("--degrade-steps", type=int, default=6)
+    ap.add_argument("--victim", default="mcqa", choices=sorted(DOMAINS), help="domain A, the one that must drop")
+    ap.add_argument("--degrade", default="structured_output", choices=sorted(DOMAINS), help="domain B, the stage that costs A")
+    ap.add_argument("--degrade-method", default="sft", choices=["sft", "grpo"])
+    ap.add_argument("--degrade-steps", type=int, default=8)
     ap.add_argument("--degrade-lr", type=float, default=1e-4)
+    ap.add_argument("--degraded", default=None, help="reuse this degraded checkpoint (skips the degrade run)")
     ap.add_argument("--recover-steps", type=int, default=6)
-    ap.add_argument("--mopd-lr", type=float, default=2e-5)
-    ap.add_argument("--grpo-lr", type=float, default=2e-5)
+    ap.add_argument("--mopd-lr", type=float, default=1e-4)
+    ap.add_argument("--grpo-lr", type=float, default=1e-4)
     ap.add_argument("--prompts-per-step", type=int, default=4)
     ap.add_argument("--num-generations", type=int, default=4)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--train-prompts", type=int, default=40, help="training prompts per domain")
     ap.add_argument("--eval-n", type=int, default=48, help="held-out prompts per domain")
+    ap.add_argument("--only", default="mopd,grpo", help="recovery runs to do (comma list of mopd, grpo)")
+    ap.add_argument("--probe", action="store_true", help="only probe the candidate domains on --model")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--workdir", default=None, help="keep checkpoints here (default: a temp folder)")
     ap.add_argument("--out", default=None, help="also write the JSON record here")
     args = ap.parse_args(argv)
+    if args.victim == args.degrade:
+        ap.error("--victim and --degrade must differ")
 
     import torch
 
-    from trainer.config import GRPOConfig
+    from trainer.config import GRPOConfig, SFTConfig
     from trainer.models import ensure_base_model, make_tiny_model
     from trainer.mopd import MOPDConfig, run_mopd
-    from trainer.stage import run_grpo
+    from trainer.stage import run_grpo, run_sft
 
     if args.threads:
         torch.set_num_threads(args.threads)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_recovery_"))
     work.mkdir(parents=True, exist_ok=True)
+    start = {"smollm2": ensure_base_model, "tiny": lambda: make_tiny_model(work / "tiny", seed=0)}.get(
+        args.model, lambda: Path(args.model))()  # before CASCADE_HOME moves: reuse the converted base model
     os.environ.setdefault("CASCADE_HOME", str(work / "home"))
-    if args.model == "smollm2":
-        start = ensure_base_model()
-    elif args.model == "tiny":
-        start = make_tiny_model(work / "tiny", seed=0)
-    else:
-        start = Path(args.model)
-    train, held = prompt_rows(args.train_prompts, args.eval_n)
-    b_only = write_prompts([r for r in train if r["domain"] == B], work / "degrade.parquet")
-    mixed = write_prompts(train, work / "mixed.parquet")
-    common = dict(prompts_per_step=args.prompts_per_step, num_generations=args.num_generations,
-                  max_new_tokens=args.max_new_tokens, seed=args.seed, tensorboard=False, reward_cache="off",
-                  mode="no_think", temperature=1.0, torch_threads=args.threads)
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(),
+               "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    if args.probe:
+        t0 = time.perf_counter()
+        found = probe(start, sorted(DOMAINS), 32, 8, args.num_generations, args.max_new_tokens)
+        for d, r in found.items():
+            g = r["greedy"]
+            print(f"{d:<18} greedy {g['rate']:.3f} [{g['ci95'][0]:.3f}, {g['ci95'][1]:.3f}] ({g['pass']}/{g['n']})  "
+                  f"sampled mean reward {r['sampled_mean_reward']:.3f}  groups with variance {r['groups_with_variance']}")
+        record = {"settings": vars(args), "start": str(start), "probe": found, "machine": machine,
+                  "probe_s": time.perf_counter() - t0}
+        print(json.dumps(record, indent=1))
+        if args.out:
+            Path(args.out).write_text(json.dumps(record, indent=1))
+        return 0
 
-    results, times = {}, {}
+    a, b = args.victim, args.degrade
+    train_a, held_a = domain_rows(a, args.train_prompts, args.eval_n)
+    train_b, held_b = domain_rows(b, args.train_prompts, args.eval_n)
+    held = {a: held_a, b: held_b}
+    mixed = write_prompts(train_a + train_b, work / "mixed.parquet")
+    common = {"prompts_per_step": args.prompts_per_step, "num_generations": args.num_generations,
+              "max_new_tokens": args.max_new_tokens, "seed": args.seed, "tensorboard": False, "reward_cache": "off",
+              "mode": "no_think", "temperature": 1.0, "torch_threads": args.threads}
+
+    results: dict[str, dict] = {}
+    times: dict[str, float] = {}
+
+    def save(note: str) -> None:  # a partial record after every phase, so a cut-off run leaves its numbers
+        if args.out:
+            Path(args.out).write_text(json.dumps({"settings": vars(args), "start": str(start), "progress": note,
+                                                  "per_row": results, "times_s": times, "machine": machine}))
+
     print(f"[recovery] scoring the start checkpoint {start}", file=sys.stderr, flush=True)
-    results["start"] = evaluate(start, held, args.max_new_tokens)
+    results["start"] = score_checkpoint(start, held, args.max_new_tokens)
+    save("start scored")
     t0 = time.perf_counter()
-    degraded = run_grpo(GRPOConfig(policy=str(start), dataset=str(b_only), output_dir=str(work / "degraded"),
-                                   rewards=[REWARDS[B]], max_steps=args.degrade_steps, learning_rate=args.degrade_lr,
-                                   **common)).output_dir
-    times["degrade_s"] = time.perf_counter() - t0
-    results["degraded"] = evaluate(degraded, held, args.max_new_tokens)
-    t0 = time.perf_counter()
-    mopd = run_mopd(MOPDConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "mopd"),
-                               teachers={A: str(start), B: str(degraded)}, rewards=[REWARDS[A], REWARDS[B]],
-                               max_steps=args.recover_steps, learning_rate=args.mopd_lr, **common)).output_dir
-    times["mopd_s"] = time.perf_counter() - t0
-    results["mopd"] = evaluate(mopd, held, args.max_new_tokens)
-    t0 = time.perf_counter()
-    grpo = run_grpo(GRPOConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "grpo"),
-                               rewards=[REWARDS[A], REWARDS[B]], max_steps=args.recover_steps,
-                               learning_rate=args.grpo_lr, **common)).output_dir
-    times["grpo_s"] = time.perf_counter() - t0
-    results["grpo"] = evaluate(grpo, held, args.max_new_tokens)
+    if args.degraded:
+        degraded = Path(args.degraded)
+    elif args.degrade_method == "grpo":
+        degraded = run_grpo(GRPOConfig(
+            policy=str(start), dataset=str(write_prompts(train_b, work / "degrade.parquet")),
+            output_dir=str(work / "degraded"), rewards=[DOMAINS[b].reward], max_steps=args.degrade_steps,
+            learning_rate=args.degrade_lr, **common)).output_dir
+    else:
+        degraded = run_sft(SFTConfig(
+            policy=str(start), dataset=str(write_sft(train_b, work / "degrade_sft.parquet")),
+            output_dir=str(work / "degraded"), max_steps=args.degrade_steps, learning_rate=args.degrade_lr,
+            batch_size=8, packing=False, max_length=512, lr_schedule="constant", warmup_ratio=0.0,
+            seed=args.seed, tensorboard=False, torch_threads=args.threads)).output_dir
+    times["degraded_s"] = time.perf_counter() - t0
+    results["degraded"] = score_checkpoint(degraded, held, args.max_new_tokens)
+    save("degraded scored")
+    runs = [r.strip() for r in args.only.split(",") if r.strip()]
+    if "mopd" in runs:
+        t0 = time.perf_counter()
+        mopd = run_mopd(MOPDConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "mopd"),
+                                   teachers={a: str(start), b: str(degraded)},
+                                   rewards=[DOMAINS[a].reward, DOMAINS[b].reward],
+                                   max_steps=args.recover_steps, learning_rate=args.mopd_lr, **common)).output_dir
+        times["mopd_s"] = time.perf_counter() - t0
+        results["mopd"] = score_checkpoint(mopd, held, args.max_new_tokens)
+        save("mopd scored")
+    if "grpo" in runs:
+        t0 = time.perf_counter()
+        grpo = run_grpo(GRPOConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "grpo"),
+                                   rewards=[DOMAINS[a].reward, DOMAINS[b].reward], max_steps=args.recover_steps,
+                                   learning_rate=args.grpo_lr, **common)).output_dir
+        times["grpo_s"] = time.perf_counter() - t0
+        results["grpo"] = score_checkpoint(grpo, held, args.max_new_tokens)
 
-    print(f"\nRecovery benchmark: A = {A} (the domain lost), B = {B} (the degrading RL domain)")
-    print(f"{'checkpoint':<10} {'A pass rate [95% CI]':<28} {'B pass rate [95% CI]':<28}")
-    for name, r in results.items():
-        cells = [f"{r[d]['rate']:.3f} [{r[d]['ci95'][0]:.3f}, {r[d]['ci95'][1]:.3f}] ({r[d]['pass']}/{r[d]['n']})"
-                 for d in (A, B)]
-        print(f"{name:<10} {cells[0]:<28} {cells[1]:<28}")
-    print(f"wall time: degrade {times['degrade_s']:.1f} s, MOPD {times['mopd_s']:.1f} s, "
-          f"GRPO {times['grpo_s']:.1f} s ({args.recover_steps} steps each); "
-          f"MOPD/GRPO time ratio {times['mopd_s'] / max(times['grpo_s'], 1e-9):.2f}")
-    record = {"settings": vars(args), "start": str(start), "scores": results, "times_s": times,
-              "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                          "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}}
-    print(json.dumps(record, indent=1))
+    summary = report(results, a, b, times, args)
+    record = {"settings": vars(args), "start": str(start), "degraded": str(degraded), **summary,
+              "per_row": results, "times_s": times, "machine": machine}
     if args.out:
         Path(args.out).write_text(json.dumps(record, indent=1))
+    print(json.dumps({k: v for k, v in record.items() if k != "per_row"}, indent=1))
     return 0
 
 
