@@ -33,7 +33,7 @@ def test_lists_are_walked_by_name_or_index_and_recorded_by_name() -> None:
     assert data["sources"][10]["limit"] == 10
     assert applied == {"rl_stages.math_rl.train.max_steps": 20, "rl_stages.code_rl.train.learning_rate": 3e-5,
                        "sources.math_prompts.limit": 10}
-    assert DEFAULT["rl_stages"][2]["train"]["max_steps"] == 5  # the input is not modified
+    assert DEFAULT["rl_stages"][2]["train"]["max_steps"] == 6  # the input is not modified
 
 
 def test_missing_blocks_are_created() -> None:
