@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from dagster_project.cli import main
+from spec.paths import resolve_home_path
 
 pytestmark = pytest.mark.slow
 FRUITS = ["apple", "banana", "cherry", "damson", "elderberry", "fig", "grape", "huckleberry"]
@@ -120,7 +121,7 @@ def test_own_formats_reach_an_sft_checkpoint(tmp_path: Path, monkeypatch: pytest
         assert next(iter(dropped)) in meta["quarantine_examples"]
 
     corpus = instance.get_latest_materialization_event(dg.AssetKey(["corpora", "sft_own_data"]))
-    folder = Path(corpus.asset_materialization.metadata["path"].value)
+    folder = resolve_home_path(corpus.asset_materialization.metadata["path"].value)  # stored as ${CASCADE_HOME}/...
     sft = pq.read_table(folder / "data.parquet").to_pylist()
     assert {r["source"] for r in sft} == {"oa_chat", "sg_chat", "ln_chat", "v1_tool"}
     multi = next(json.loads(r["messages"]) for r in sft if r["source"] == "sg_chat")
