@@ -146,7 +146,7 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
         # Points: mean reward x 100, so tolerances read as accuracy points.
         # Per-row scores stay raw (the paired tests need 0/1 pass rates as they are).
         limits = {b.eval_domain: b.eval_limit for b in recipe.benchmarks if b.eval_domain}
-        report = {d: {m: {**c, **{f: 100 * c[f] for f in ("score", "stderr", "lo", "hi")},
+        report = {d: {m: {**to_points(c, ("score", "stderr", "lo", "hi")),
                           **({"tts": tts_points(c["tts"])} if "tts" in c else {}),
                           **({"eval_limit": limits[d], "short": sum(c["reasons"].values()) < limits[d]}
                              if limits.get(d) else {})}
@@ -160,10 +160,14 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
     return version, out, json.loads(report_path.read_text())
 
 
+def to_points(cell: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """`cell` with `fields` (mean rewards and their bounds) x 100, so tolerances read as accuracy points."""
+    return {**cell, **{f: 100 * cell[f] for f in fields}}
+
+
 def tts_points(tts: dict[str, Any]) -> dict[str, Any]:
     """A TTS result with best@k / select@k in points (per-row scores stay raw)."""
-    return {**tts, **{name: {**tts[name], **{f: 100 * tts[name][f] for f in ("score", "lo", "hi")}}
-                      for name in ("best_at_k", "select_at_k")}}
+    return {**tts, **{name: to_points(tts[name], ("score", "lo", "hi")) for name in ("best_at_k", "select_at_k")}}
 
 
 def scores_markdown(report: dict[str, Any]) -> str:

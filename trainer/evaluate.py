@@ -124,15 +124,17 @@ def reward_columns(table: pa.Table) -> dict[str, list]:
 
 
 def score_completions(eval_set: EvalSet, completions: Sequence[str],
-                      reward_cache: str | os.PathLike | None = None) -> dict[str, Any]:
+                      reward_cache: str | os.PathLike | None = None, reward: Any = None) -> dict[str, Any]:
     """Score one mode's completions (aligned with the table rows) and aggregate them.
 
     `reward_cache` as GRPOConfig.reward_cache: None = the shared default file, "off" = no cache.
+    `reward`: the set's reward already wrapped in its cache (evaluate_checkpoint builds it once per set).
     """
     from rewards.cache import cache_path, maybe_cached
 
     table = eval_set.table
-    reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
+    if reward is None:
+        reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
     agg = EvalScore()
     ids = row_ids(table)
     columns = reward_columns(table)
@@ -177,12 +179,12 @@ def evaluate_checkpoint(
         for domain, eval_set in eval_sets.items():
             results[domain] = {}
             prompts = eval_set.table.column("prompt").to_pylist()
+            reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
             for mode in eval_set.modes or modes:
                 texts = render_prompts(prompts, mode)
                 completions = complete_greedy(gen, texts, max_new_tokens, seed)
-                results[domain][mode] = score_completions(eval_set, completions, reward_cache)
+                results[domain][mode] = score_completions(eval_set, completions, reward=reward)
                 if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):
-                    reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
                     results[domain][mode]["tts"] = run_tts(
                         gen, prompts, texts, reward_columns(eval_set.table), reward, eval_set.tts, max_new_tokens,
                         seed, row_ids(eval_set.table))

@@ -111,7 +111,7 @@ def forgetting_gate(new: Report, earlier: Mapping[str, Report], domains: Sequenc
         rows.append({"domain": d, "status": "ok" if ok else "forgot", "best": best,
                      "best_score": round(best_cell["score"], 2), "score": round(mine["score"], 2),
                      "drop": round(drop, 2), "drop_lo": round(-cmp.hi, 2), "drop_hi": round(-cmp.lo, 2),
-                     "p_value": round(cmp.p_value, 4), "test": cmp.test, "n": cmp.n, "significant": significant,
+                     "p_value": float(f"{cmp.p_value:.3g}"), "test": cmp.test, "n": cmp.n, "significant": significant,
                      "tolerance": tolerance, "margin": round(tolerance - drop, 2), "ok": ok})
     return passed, rows
 
@@ -128,7 +128,7 @@ def learned_gate(parent: Report, child: Report, domain: str | None, alpha: float
     passed = cmp.diff > 0 and cmp.p_value < alpha
     return {"domain": domain, "status": "learned" if passed else "not_significant" if cmp.diff > 0 else "no_gain",
             "parent": round(old["score"], 2), "child": round(new["score"], 2), "gain": round(cmp.diff, 2),
-            "gain_lo": round(cmp.lo, 2), "gain_hi": round(cmp.hi, 2), "p_value": round(cmp.p_value, 4),
+            "gain_lo": round(cmp.lo, 2), "gain_hi": round(cmp.hi, 2), "p_value": float(f"{cmp.p_value:.3g}"),
             "test": cmp.test, "n": cmp.n, "alpha": alpha, "margin": round(cmp.lo, 2), "passed": passed}
 
 
