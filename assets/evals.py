@@ -7,7 +7,8 @@ per-row raw scores, so two checkpoints are compared on the same rows (trainer.ga
   no_forgetting    (blocking by default) the new checkpoint against the best earlier checkpoint
                    on each earlier RL domain; fails on a drop both significant and over tolerance
   learned          the stage's own-domain gain over its input checkpoint; warns by default,
-                   blocks with `evals.learned_blocking`
+                   blocks with `evals.learned_blocking`; a kind with several eval domains
+                   (multi_domain) gets one check that passes when every own domain learned
   training_signal  every trained stage: rewards with variance, a non-zero grad norm, a loss
                    that moved (read from its metrics.parquet)
 """
@@ -23,7 +24,7 @@ from assets.checkpoints import checkpoint_chain
 from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, cascade_home, key, upstream_path, upstream_ref
 from assets.plots import domain_panels_markdown, matrix_markdown
 from spec.hashing import code_hash, stable_hash
-from spec.kinds import kind_for_eval_domain, stage_kind
+from spec.kinds import eval_reward_for, kind_for_eval_domain, stage_kind
 from spec.lineage import make_record, write_record
 from spec.paths import portable_path
 from spec.recipe import Recipe
@@ -40,23 +41,30 @@ def eval_domains(recipe: Recipe) -> list[str]:
     return list(dict.fromkeys(b.eval_domain for b in recipe.benchmarks if b.eval_domain))
 
 
+def own_domains(recipe: Recipe) -> dict[str, list[str]]:
+    """{RL stage: the eval domains its kind trains that the recipe evaluates} (kind order; [] when none)."""
+    domains = set(eval_domains(recipe))
+    return {rl.name: [d for d in stage_kind(rl.kind).eval_domains if d in domains] for rl in recipe.rl_stages}
+
+
 def eval_plan(recipe: Recipe) -> dict[str, list[str]]:
     """{checkpoint: domains it is evaluated on}, in cascade order; checkpoints with none are left out.
 
     `evals.scope: all`: every checkpoint on every domain. `gates`: what the gates read — the RL
-    chain's input on the first trained domain; each RL checkpoint on the domains of its own and
-    every earlier RL stage (no_forgetting) plus the next one's (the next stage's `learned`
-    baseline); the last checkpoint on every domain (the final model's full table).
+    chain's input on the first trained domains; each RL checkpoint on the domains of its own and
+    every earlier RL stage (no_forgetting) plus the next trained ones (the next stage's `learned`
+    baseline); the last checkpoint on every domain (the final model's full table). A stage's
+    domains are all the eval domains of its kind (StageKind.eval_domains) the recipe evaluates.
     """
     chain = checkpoint_chain(recipe)
     domains = eval_domains(recipe)
     if recipe.evals.scope == "all" or not recipe.rl_stages:
         return {s: domains for s, _ in chain} if domains else {}
-    own = [stage_kind(rl.kind).eval_domain for rl in recipe.rl_stages]
+    own = list(own_domains(recipe).values())
     names = [dict(chain)[recipe.rl_stages[0].name]] + [rl.name for rl in recipe.rl_stages]
     plan = {}
     for j, name in enumerate(names):
-        want = set(own[:j]) | {next((d for d in own[j:] if d in domains), None)}
+        want = {d for ds in own[:j] for d in ds} | set(next((ds for ds in own[j:] if ds), []))
         chosen = domains if j == len(names) - 1 else [d for d in domains if d in want]
         if chosen:
             plan[name] = chosen
@@ -76,8 +84,8 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
     for bench in recipe.benchmarks:
         if not bench.eval_domain or bench.eval_domain not in domains:
             continue
-        kind = kind_for_eval_domain(bench.eval_domain)
-        needs_rm = needs_reward_model(kind.eval_reward)
+        kind, reward = kind_for_eval_domain(bench.eval_domain), eval_reward_for(bench.eval_domain)
+        needs_rm = needs_reward_model(reward)
         if needs_rm and not rm_path:
             continue
         table = pq.read_table(upstream_path(context, key(BENCHMARKS, f"bench_{bench.name}")) / "data.parquet")
@@ -94,7 +102,7 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
             tts = TTSPlan(bench.tts.k, bench.tts.select, bench.tts.temperature, bench.tts.top_p, bench.tts.limit,
                           selector)
             modes = tuple(bench.tts.modes) if bench.tts.modes else None
-        sets[bench.eval_domain] = EvalSet(table=rows, reward=get_reward(kind.eval_reward, **options), tts=tts,
+        sets[bench.eval_domain] = EvalSet(table=rows, reward=get_reward(reward, **options), tts=tts,
                                           tts_modes=modes)
     return sets
 
@@ -104,7 +112,7 @@ def eval_code_version(recipe: Recipe) -> str:
     (editing a reward no eval uses, or the rest of `rewards`, leaves evals fresh)."""
     from rewards.registry import reward_code_versions
 
-    names = sorted({kind_for_eval_domain(b.eval_domain).eval_reward for b in recipe.benchmarks if b.eval_domain})
+    names = sorted({eval_reward_for(b.eval_domain) for b in recipe.benchmarks if b.eval_domain})
     return code_hash("trainer") + stable_hash(reward_code_versions(names), 8)
 
 
@@ -221,7 +229,9 @@ def cascade_report(recipe: Recipe, path_of: Callable[[dg.AssetKey], Path | None]
     chain = checkpoint_chain(recipe)
     stages, parents = [s for s, _ in chain], dict(chain)
     domains = eval_domains(recipe)
-    own = {rl.name: stage_kind(rl.kind).eval_domain for rl in recipe.rl_stages}
+    # A stage's evaluated own domains; a kind none of whose domains is evaluated keeps its list (shown missing).
+    evaluated = own_domains(recipe)
+    own = {rl.name: evaluated[rl.name] or stage_kind(rl.kind).eval_domains for rl in recipe.rl_stages}
     plan = eval_plan(recipe)
     evals = {s: _read_eval(path_of(key(EVALS, f"eval_{s}"))) if s in plan else None for s in stages}
     metrics = {s: _read_metrics(path_of(key(CHECKPOINTS, s))) for s in stages if parents[s]}
@@ -295,22 +305,31 @@ def _no_forgetting_check(recipe: Recipe, stage: str, earlier_stages: list[str], 
     return no_forgetting
 
 
-def _learned_check(recipe: Recipe, stage: str, parent: str, domain: str, timer: WorkTimer) -> dg.AssetChecksDefinition:
+def _learned_check(recipe: Recipe, stage: str, parent: str, domains: list[str],
+                   timer: WorkTimer) -> dg.AssetChecksDefinition:
     alpha, blocking = recipe.evals.alpha, recipe.evals.learned_blocking
+    what = f"its own domain ({domains[0]})" if len(domains) == 1 else f"each of its own domains ({', '.join(domains)})"
 
     @dg.asset_check(asset=key(CHECKPOINTS, stage), name="learned", blocking=blocking,
                     additional_deps=[key(EVALS, f"eval_{parent}"), *eval_input_keys(recipe, stage)[1:]],
-                    description=f"{stage} raises its own domain ({domain}) over {parent}: paired test, p < {alpha}"
+                    description=f"{stage} raises {what} over {parent}: paired test, p < {alpha}"
                                 f" ({'blocking' if blocking else 'warns'}).")
     def learned(context) -> dg.AssetCheckResult:
-        from trainer.gates import learned_gate
+        from trainer.gates import learned_gates
 
         _, _, child = ensure_eval(context, recipe, stage, timer)
-        g = learned_gate(_load_evals(context, [parent])[parent], child, domain, alpha)
-        numbers = {k: g[k] for k in ("gain", "gain_lo", "gain_hi", "p_value") if k in g}
+        passed, gates = learned_gates(_load_evals(context, [parent])[parent], child, domains, alpha)
+        if len(gates) == 1:  # one own domain: the verdict and its numbers, as before
+            g = gates[0]
+            numbers = {k: g[k] for k in ("gain", "gain_lo", "gain_hi", "p_value") if k in g}
+            metadata = {"verdict": dg.MetadataValue.json(g), "status": g["status"], **numbers}
+        else:
+            metadata = {"domains": dg.MetadataValue.json(gates),
+                        "status": "learned" if passed else "not_all_learned",
+                        **{f"gain_{g['domain']}": g["gain"] for g in gates if "gain" in g}}
         return dg.AssetCheckResult(
-            passed=g["passed"], severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
-            metadata={"verdict": dg.MetadataValue.json(g), "status": g["status"], **numbers})
+            passed=passed, severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
+            metadata=metadata)
 
     return learned
 
@@ -342,14 +361,13 @@ def build_eval_assets(recipe: Recipe, timer: WorkTimer) -> tuple[list, list]:
     stages = [s for s, _ in chain]
     evaluated = [s for s in stages if s in plan]
     assets = [_eval_asset(recipe, s, timer) for s in evaluated] + [_forgetting_matrix(recipe, stages, evaluated)]
-    domains = set(eval_domains(recipe))
+    own_by_stage = own_domains(recipe)
     earlier: list[str] = []
     for rl in recipe.rl_stages:
         before = [s for s in stages[:stages.index(rl.name)] if s in plan]
         checks.append(_no_forgetting_check(recipe, rl.name, before, list(earlier), timer))
-        own = stage_kind(rl.kind).eval_domain
-        if own and own in domains:
+        own = own_by_stage[rl.name]
+        if own:
             checks.append(_learned_check(recipe, rl.name, parents[rl.name], own, timer))
-        if own and own not in earlier:
-            earlier.append(own)
+        earlier += [d for d in stage_kind(rl.kind).eval_domains if d not in earlier]
     return assets, checks

@@ -57,7 +57,7 @@ def _blocks(model: type[BaseModel], path: str, seen: set[type]) -> list[tuple[st
 
 def recipe_reference_markdown() -> str:
     """docs/recipe.md: every recipe block and field, generated from spec.recipe and spec.kinds."""
-    from spec.kinds import stage_kinds
+    from spec.kinds import eval_reward_for, stage_kinds
     from spec.recipe import Recipe
 
     out = ["# Recipe reference", "",
@@ -68,10 +68,10 @@ def recipe_reference_markdown() -> str:
            "## Stage kinds", "",
            "Registered in `spec/kinds.py`. An RL stage's `kind:` picks one; `sft_stages` and "
            "`reward_model` are the `sft` and `reward_model` kinds.", "",
-           "| kind | family | source domains | prompt columns | default rewards | eval domain (reward) | trainer |",
+           "| kind | family | source domains | prompt columns | default rewards | eval domains (reward) | trainer |",
            "|---|---|---|---|---|---|---|"]
     for k in stage_kinds():
-        evald = f"{k.eval_domain} ({k.eval_reward})" if k.eval_domain else "–"
+        evald = ", ".join(f"{d} ({eval_reward_for(d)})" for d in k.eval_domains) or "–"
         out.append(f"| `{k.name}` | {k.family} | {', '.join(k.source_domains)} | {', '.join(k.prompt_columns) or '–'} "
                    f"| {', '.join(k.default_rewards) or '–'} | {evald} | `{k.trainer}` |")
     out += ["", "### Adding a stage kind", "",
@@ -84,8 +84,9 @@ def recipe_reference_markdown() -> str:
             '    description="GRPO on geometry problems."))',
             "```", "",
             "The recipe then accepts `kind: geometry`; the prompt set, the checkpoint asset, the lineage "
-            "and the evals read everything else from the registry. A kind with an `eval_domain` also gets "
-            "a forgetting-matrix row when a benchmark declares that `eval_domain`.", ""]
+            "and the evals read everything else from the registry. A kind with an `eval_domain` (and any "
+            "`extra_eval_domains`, (domain, reward) pairs) also gets a forgetting-matrix row for each one a "
+            "benchmark declares as its `eval_domain`.", ""]
     for path, model in _blocks(Recipe, "", set()):
         title = f"`{path}`" if path else "Top level"
         out += [f"## {title}", "", (model.__doc__ or "").strip().splitlines()[0], "", fields_table(model), ""]

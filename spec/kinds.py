@@ -2,8 +2,8 @@
 
 A `StageKind` says which recipe section declares it (`family`), which source domains feed it
 (the first is its own domain), which prompt columns its verifiers read, which rewards it uses
-when the recipe names none, which held-out eval domain it trains and which reward scores that
-domain, and which trainer entry point turns (parent checkpoint, data, rewards, config) into the
+when the recipe names none, which held-out eval domains it trains and which reward scores each
+one, and which trainer entry point turns (parent checkpoint, data, rewards, config) into the
 next checkpoint. The recipe validator, the prompt-set builder, the checkpoint and eval assets
 and the evaluator all read it; nothing else keeps a per-kind table.
 
@@ -53,6 +53,9 @@ class StageKind:
     """Held-out eval domain this kind trains (a forgetting-matrix row); None: no eval of its own."""
     eval_reward: str | None = None
     """Reward that scores `eval_domain` (an eval benchmark's `eval_domain` picks it)."""
+    extra_eval_domains: tuple[tuple[str, str], ...] = ()
+    """Further held-out eval domains the kind trains, as (eval domain, reward that scores it) pairs,
+    besides `eval_domain` (a multi-domain stage learns several; each is a forgetting-matrix row)."""
     description: str = ""
     """One line for the UI and the docs."""
     cascade_position: int | None = None
@@ -68,6 +71,17 @@ class StageKind:
         """The kind's own canonical domain (eval rows of its eval domain map from it)."""
         return self.source_domains[0]
 
+    @property
+    def eval_domains(self) -> list[str]:
+        """Every held-out eval domain the kind trains: `eval_domain` first, then the extras; [] when none."""
+        return ([self.eval_domain] if self.eval_domain else []) + [d for d, _ in self.extra_eval_domains]
+
+    def reward_for(self, domain: str) -> str | None:
+        """The reward that scores eval `domain` of this kind (None: not one of its eval domains)."""
+        if domain == self.eval_domain:
+            return self.eval_reward
+        return dict(self.extra_eval_domains).get(domain)
+
 
 _KINDS: dict[str, StageKind] = {}
 
@@ -82,10 +96,15 @@ def register_stage_kind(kind: StageKind, replace: bool = False) -> StageKind:
         raise ValueError(f"stage kind {kind.name!r} is already registered")
     if kind.eval_domain and (kind.eval_reward is None):
         raise ValueError(f"stage kind {kind.name!r}: eval_domain needs an eval_reward")
-    clash = next((k for k in _KINDS.values() if kind.eval_domain and k.eval_domain == kind.eval_domain
-                  and k.name != kind.name), None)
-    if clash:
-        raise ValueError(f"stage kind {kind.name!r}: eval domain {kind.eval_domain!r} belongs to {clash.name!r}")
+    if kind.extra_eval_domains and not kind.eval_domain:
+        raise ValueError(f"stage kind {kind.name!r}: extra_eval_domains need an eval_domain")
+    mine = kind.eval_domains
+    if len(set(mine)) != len(mine):
+        raise ValueError(f"stage kind {kind.name!r}: eval domains repeat: {mine}")
+    for other in _KINDS.values():
+        shared = [d for d in mine if d in other.eval_domains] if other.name != kind.name else []
+        if shared:
+            raise ValueError(f"stage kind {kind.name!r}: eval domain {shared[0]!r} belongs to {other.name!r}")
     _KINDS[kind.name] = kind
     return kind
 
@@ -107,12 +126,19 @@ def stage_kinds(family: Family | None = None) -> list[StageKind]:
     return [k for k in _KINDS.values() if family is None or k.family == family]
 
 
+def eval_reward_for(domain: str) -> str:
+    """The reward that scores held-out `domain` (its kind's `eval_reward` or the extra pair's reward)."""
+    reward = kind_for_eval_domain(domain).reward_for(domain)
+    assert reward is not None  # registration guarantees every eval domain has a reward
+    return reward
+
+
 def kind_for_eval_domain(domain: str) -> StageKind:
     """The kind that trains held-out `domain`."""
     for kind in _KINDS.values():
-        if kind.eval_domain == domain:
+        if domain in kind.eval_domains:
             return kind
-    known = sorted(k.eval_domain for k in _KINDS.values() if k.eval_domain)
+    known = sorted(d for k in _KINDS.values() for d in k.eval_domains)
     raise UnknownStageKindError(f"no stage kind trains eval domain {domain!r}; known: {', '.join(known)}")
 
 
@@ -144,6 +170,8 @@ register_stage_kind(StageKind(
 register_stage_kind(StageKind(
     "multi_domain", "rl", ("mcqa", "tool_call", "structured_output"), "trainer.multi_domain:run_multi_domain",
     default_rewards=("mcqa", "tool_call", "structured_output"), config="trainer.multi_domain:MultiDomainConfig",
+    eval_domain="mcqa", eval_reward="mcqa",
+    extra_eval_domains=(("tool_call", "tool_call"), ("structured_output", "structured_output")),
     description="Cascade 2 multi-domain RL: one GRPO stage over a mix of domains (`mix:`), a reward per domain."))
 register_stage_kind(StageKind(
     "mopd", "rl", ("math", "chat", "instruction", "science", "code", "mcqa", "tool_call", "structured_output"),

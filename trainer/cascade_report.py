@@ -8,8 +8,10 @@ Dagster asset and `cascade report` build the same thing), one JSON-able report h
              `null`, never 0: "missing" when it should have one, "not evaluated" when the eval
              scope (`evals.scope: gates`) skips it on purpose (listed under `not_evaluated`)
   stages     per trained stage: own-domain gain over its input checkpoint with interval and
-             p-value (`learned`), the no-forgetting verdict against the best earlier checkpoint
-             on each earlier domain with margins, the training-signal verdict, curve summaries
+             p-value (`learned`; a stage that trains several domains has one verdict per domain
+             under `learned_by_domain`, and `learned` passes when all do), the no-forgetting
+             verdict against the best earlier checkpoint on each earlier domain with margins,
+             the training-signal verdict, curve summaries
 
 and two renderings: `render_text` (terminal) and `render_markdown` (asset metadata, README).
 The verdicts come from trainer.gates, the functions the asset checks call.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from trainer.gates import ALPHA, curve_summary, domain_cell, forgetting_gate, learned_gate, training_signal
+from trainer.gates import ALPHA, curve_summary, domain_cell, forgetting_gate, learned_gates, training_signal
 from trainer.stats import cell
 
 Report = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -42,14 +44,16 @@ def _mode_cells(report: Report, domain: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def build_report(stages: Sequence[str], parents: Mapping[str, str | None], own_domains: Mapping[str, str | None],
+def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
+                 own_domains: Mapping[str, str | Sequence[str] | None],
                  domains: Sequence[str], evals: Mapping[str, Report | None],
                  metrics: Mapping[str, Sequence[Mapping[str, Any]] | None], tolerance: float,
                  alpha: float = ALPHA, planned: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The report of a cascade.
 
     `stages`: checkpoints in cascade order (base model first); `parents`: each stage's input
-    checkpoint; `own_domains`: the eval domain each RL stage trains (RL stages only, in order);
+    checkpoint; `own_domains`: the eval domain(s) each RL stage trains (RL stages only, in order;
+    a name or a list, first = the kind's `eval_domain`);
     `evals`: eval report per stage (None when not evaluated); `metrics`: metrics rows per
     trained stage; `planned`: the domains each checkpoint is meant to be evaluated on (None = all).
     """
@@ -72,22 +76,43 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None], own_d
             entry["gates"]["training_signal"] = {"passed": passed, "problems": problems}
             entry["curves"] = curve_summary(rows)
         if stage in own_domains:
-            own = own_domains[stage]
+            owns = _as_list(own_domains[stage])
             rep, par = evals.get(stage), evals.get(parent)
-            entry["own_domain"] = own
+            entry["own_domain"], entry["own_domains"] = (owns[0] if owns else None), owns
             if rep is not None and par is not None:
-                entry["gates"]["learned"] = learned_gate(par, rep, own, alpha)
+                _, gates = learned_gates(par, rep, owns, alpha)
                 earlier = {s: evals[s] for s in stages[:i] if evals.get(s) is not None}
                 passed, frows = forgetting_gate(rep, earlier, list(earlier_domains), tolerance, alpha)
                 entry["gates"]["no_forgetting"] = {"passed": passed, "domains": frows}
             else:
-                entry["gates"]["learned"] = {"domain": own, "status": "missing", "passed": False}
-            if own and own not in earlier_domains:
-                earlier_domains.append(own)
+                gates = [{"domain": d, "status": "missing", "passed": False} for d in owns or [None]]
+            entry["gates"]["learned"] = gates[0] if len(gates) == 1 else _combined(gates)
+            if len(owns) > 1:
+                entry["gates"]["learned_by_domain"] = {g["domain"]: g for g in gates}
+            earlier_domains += [d for d in owns if d not in earlier_domains]
         out_stages.append(entry)
     skipped = {s: [d for d in domains if d not in planned.get(s, ())] for s in stages} if planned is not None else {}
     return {"domains": list(domains), "checkpoints": list(stages), "tolerance_points": tolerance, "alpha": alpha,
             "matrix": matrix, "stages": out_stages, "not_evaluated": {s: ds for s, ds in skipped.items() if ds}}
+
+
+def _as_list(own: str | Sequence[str] | None) -> list[str]:
+    return [] if not own else [own] if isinstance(own, str) else list(own)
+
+
+def _combined(gates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The `learned` verdict of a stage with several own domains: passes when every domain learned."""
+    passed = all(g["passed"] for g in gates)
+    return {"domains": [g["domain"] for g in gates], "status": "learned" if passed else "not_all_learned",
+            "passed": passed}
+
+
+def _learned_rows(entry: Mapping[str, Any]) -> list[tuple[str | None, Mapping[str, Any] | None]]:
+    """(own domain, its learned verdict) for each own domain of a stage entry."""
+    by = entry["gates"].get("learned_by_domain")
+    if by:
+        return list(by.items())
+    return [(entry.get("own_domain"), entry["gates"].get("learned"))]
 
 
 def _shown(report: Mapping[str, Any]) -> list[str]:
@@ -177,7 +202,7 @@ def render_text(report: Mapping[str, Any]) -> str:
         g = e["gates"]
         lines.append(f"  {e['stage']} (from {e['parent']})")
         if "own_domain" in e:
-            lines.append(f"    learned {e['own_domain']}: {_learned_text(g.get('learned'))}")
+            lines += [f"    learned {d}: {_learned_text(lg)}" for d, lg in _learned_rows(e)]
             lines.append(f"    no_forgetting: {_forgetting_text(g.get('no_forgetting'))}")
         lines.append(f"    training_signal: {_signal_text(g.get('training_signal'))}")
         for name, c in (e.get("curves") or {}).items():
@@ -198,6 +223,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     out += ["", "| stage | own domain | gain [95% CI], p | no_forgetting | training_signal |", "|---|---|---|---|---|"]
     for e in report["stages"]:
         g = e["gates"]
-        out.append(f"| {e['stage']} | {e.get('own_domain') or '–'} | {_learned_text(g.get('learned'))} | "
-                   f"{_forgetting_text(g.get('no_forgetting'))} | {_signal_text(g.get('training_signal'))} |")
+        for d, lg in _learned_rows(e) if "own_domain" in e else [(None, g.get("learned"))]:
+            out.append(f"| {e['stage']} | {d or '–'} | {_learned_text(lg)} | "
+                       f"{_forgetting_text(g.get('no_forgetting'))} | {_signal_text(g.get('training_signal'))} |")
     return "\n".join(out)

@@ -41,7 +41,8 @@ MODES = ("think", "no_think")
 # sampling is argmax decoding (the generation engines take temperature 0 instead).
 GREEDY_TEMPERATURE = 1e-6
 # Reward columns passed to verifiers (everything in RL_SCHEMA except the prompt itself).
-REWARD_COLUMNS = ("answer", "tests", "instruction_id_list", "kwargs", "golden_patch", "code_context")
+REWARD_COLUMNS = ("answer", "tests", "instruction_id_list", "kwargs", "golden_patch", "code_context", "json_schema",
+                  "tools", "reference_call")
 
 
 @dataclass(frozen=True)
@@ -92,24 +93,25 @@ class EvalScore:
 
 def eval_set_from_parquet(path: str | os.PathLike, domain: str, limit: int | None = None,
                           **reward_options: Any) -> EvalSet:
-    """Read an eval table and attach the reward that scores `domain` (its stage kind's eval reward;
+    """Read an eval table and attach the reward that scores `domain` (spec.kinds.eval_reward_for;
     `rm` needs model_path)."""
     import pyarrow.parquet as pq
 
     from rewards.registry import get_reward
-    from spec.kinds import kind_for_eval_domain
+    from spec.kinds import eval_reward_for
 
     table = pq.read_table(path)
     if limit is not None:
         table = table.slice(0, limit)
-    return EvalSet(table, get_reward(kind_for_eval_domain(domain).eval_reward, **reward_options))
+    return EvalSet(table, get_reward(eval_reward_for(domain), **reward_options))
 
 
-def render_prompts(prompts: Sequence[str], mode: str) -> list[str]:
-    """ChatML generation prompts, rendered exactly as the trainer renders them."""
+def render_prompts(prompts: Sequence[str], mode: str, tools: Sequence[Any] | None = None) -> list[str]:
+    """ChatML generation prompts, rendered exactly as the trainer renders them (a row's `tools`,
+    when it has them, go into the system turn as in training, so tool-call evals see their tools)."""
     from curation.chat import render_prompt
 
-    return [render_prompt(p, mode) for p in prompts]
+    return [render_prompt(p, mode, tools=t) for p, t in zip(prompts, tools or [None] * len(prompts), strict=True)]
 
 
 def row_ids(table: pa.Table) -> list[str]:
@@ -179,9 +181,10 @@ def evaluate_checkpoint(
         for domain, eval_set in eval_sets.items():
             results[domain] = {}
             prompts = eval_set.table.column("prompt").to_pylist()
+            tools = eval_set.table.column("tools").to_pylist() if "tools" in eval_set.table.column_names else None
             reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
             for mode in eval_set.modes or modes:
-                texts = render_prompts(prompts, mode)
+                texts = render_prompts(prompts, mode, tools)
                 completions = complete_greedy(gen, texts, max_new_tokens, seed)
                 results[domain][mode] = score_completions(eval_set, completions, reward=reward)
                 if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):

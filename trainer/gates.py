@@ -7,7 +7,8 @@ What, on eval reports (`{domain: {mode: cell}}` as written by assets.evals, wher
                     paired on the same (mode, row) pairs; fails only when the drop is both
                     significant (p < alpha) and larger than the tolerance in points
   learned_gate      the stage's own-domain gain against its input checkpoint: gain, interval,
-                    p-value; passes when the gain is positive and significant
+                    p-value; passes when the gain is positive and significant; `learned_gates`
+                    runs it on each own domain of a multi-domain stage (passes when all do)
   training_signal   a stage whose rewards had no variance, whose grad norm was 0 on every step or
                     whose loss never moved learned nothing, whatever its evals say
 
@@ -130,6 +131,14 @@ def learned_gate(parent: Report, child: Report, domain: str | None, alpha: float
             "parent": round(old["score"], 2), "child": round(new["score"], 2), "gain": round(cmp.diff, 2),
             "gain_lo": round(cmp.lo, 2), "gain_hi": round(cmp.hi, 2), "p_value": float(f"{cmp.p_value:.3g}"),
             "test": cmp.test, "n": cmp.n, "alpha": alpha, "margin": round(cmp.lo, 2), "passed": passed}
+
+
+def learned_gates(parent: Report, child: Report, domains: Sequence[str],
+                  alpha: float = ALPHA) -> tuple[bool, list[dict[str, Any]]]:
+    """`learned_gate` on each of a stage's own domains (a multi-domain kind trains several);
+    returns (passed: every domain learned, one verdict per domain). No domain: one `no_eval_domain` verdict."""
+    gates = [learned_gate(parent, child, d, alpha) for d in domains] or [learned_gate(parent, child, None, alpha)]
+    return all(g["passed"] for g in gates), gates
 
 
 def _values(rows: Sequence[Mapping[str, Any]], column: str) -> list[float] | None:

@@ -4,7 +4,12 @@ Offline and deterministic like every sample generator (curation.samples): arithm
 questions with four lettered options (`mcqa`), requests that one of a few declared tools answers
 with exact arguments (`tool_call`: `tools` + `reference_call`), and extraction requests whose
 answer is a JSON object under a strict JSON Schema (`structured_output`: `additionalProperties:
-false`, typed and required fields). Items use the RL slots only (curation.samples.common).
+false`, typed and required fields). The `*_rl` generators use the RL slots, the `*_eval`
+generators (128 held-out rows each) the eval slots (curation.samples.common), so no problem is
+shared. Eval prompts ask the same tasks in other words (the RL templates repeat phrases of 9+
+words, which would make every RL row look contaminated by its own eval set under 9-gram
+decontamination), and eval weather calls use cities of their own (12 cities x 2 units leave
+too few eval-slot keys).
 """
 
 from __future__ import annotations
@@ -13,10 +18,14 @@ import json
 import random
 from typing import Any
 
-from curation.samples.common import RL_SLOTS, Record, draw, make_rng, public
+from curation.samples.common import EVAL_SLOTS, RL_SLOTS, Record, draw, make_rng, public
 
 CITIES = ("Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Quito", "Perth", "Dakar", "Hanoi", "Bern", "Riga", "Accra")
 NAMES = ("Alice", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kemal", "Lena")
+EVAL_CITIES = ("Lagos", "Minsk", "Sofia", "Doha", "Kyiv", "Lyon", "Porto", "Seoul", "Delhi", "Nairobi", "Havana",
+               "Muscat", "Tunis", "Vilnius", "Tallinn", "Zagreb", "Bogota", "Manila", "Jakarta", "Dublin", "Geneva",
+               "Lusaka", "Kigali", "Hobart", "Suva", "Apia", "Belize", "Macau", "Malmo", "Turin")
+"""Weather-call cities of the eval rows only (none is in CITIES, so no eval prompt shares a city phrase with RL)."""
 CURRENCIES = ("USD", "EUR", "JPY", "GBP", "CHF", "INR")
 
 TOOLS = [
@@ -34,7 +43,12 @@ TOOLS = [
 ]
 
 
-def _mcqa(rng: random.Random) -> dict[str, Any]:
+MCQA_ASK = ("Which option equals {what}?\n{lines}\nReply with the letter of the correct option.",
+            "Pick the choice that is {what}.\n{lines}\nAnswer with one letter only.")
+"""(RL, eval) wording of a multiple-choice question."""
+
+
+def _mcqa(rng: random.Random, template: str = MCQA_ASK[0]) -> dict[str, Any]:
     a, b = rng.randint(11, 89), rng.randint(11, 89)
     op = rng.choice(["sum", "difference"])
     right = a + b if op == "sum" else a - b
@@ -44,14 +58,14 @@ def _mcqa(rng: random.Random) -> dict[str, Any]:
     letter = "ABCD"[options.index(right)]
     lines = "\n".join(f"{'ABCD'[i]}) {v}" for i, v in enumerate(options))
     what = f"the sum of {a} and {b}" if op == "sum" else f"{a} minus {b}"
-    prompt = f"Which option equals {what}?\n{lines}\nReply with the letter of the correct option."
+    prompt = template.format(what=what, lines=lines)
     return {"key": [op, a, b], "prompt": prompt, "answer": letter}
 
 
-def _tool_call(rng: random.Random) -> dict[str, Any]:
+def _tool_call(rng: random.Random, cities: tuple[str, ...] = CITIES) -> dict[str, Any]:
     which = rng.randrange(3)
     if which == 0:
-        city, unit = rng.choice(CITIES), rng.choice(["celsius", "fahrenheit"])
+        city, unit = rng.choice(cities), rng.choice(["celsius", "fahrenheit"])
         prompt, call = f"How warm is it in {city} right now, in {unit}?", {"name": "get_weather",
                                                                             "arguments": {"city": city, "unit": unit}}
     elif which == 1:
@@ -65,15 +79,22 @@ def _tool_call(rng: random.Random) -> dict[str, Any]:
     return {"key": call, "prompt": prompt, "tools": json.dumps(TOOLS), "reference_call": json.dumps(call)}
 
 
-def _structured(rng: random.Random) -> dict[str, Any]:
+STRUCTURED_ASK = (
+    ("{name} is {age} years old, lives in {city} and {status}. Reply with only a JSON object: "
+     "name (string), age (integer), city (string), member (boolean), no other keys."),
+    ("Profile card: {name}; age {age}; home {city}; {status}. Return one JSON object and nothing else, "
+     "keys: member (boolean), city (string), age (integer), name (string)."))
+"""(RL, eval) wording of an extraction request."""
+
+
+def _structured(rng: random.Random, template: str = STRUCTURED_ASK[0]) -> dict[str, Any]:
     name, age, city = rng.choice(NAMES), rng.randint(18, 80), rng.choice(CITIES)
     member = rng.choice([True, False])
     schema = {"type": "object", "additionalProperties": False, "required": ["name", "age", "city", "member"],
               "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
                              "member": {"type": "boolean"}}}
     status = "is a club member" if member else "is not a club member"
-    prompt = (f"{name} is {age} years old, lives in {city} and {status}. Reply with only a JSON object: "
-              "name (string), age (integer), city (string), member (boolean), no other keys.")
+    prompt = template.format(name=name, age=age, city=city, status=status)
     return {"key": [name, age, city, member], "prompt": prompt, "json_schema": json.dumps(schema)}
 
 
@@ -94,4 +115,27 @@ def structured_output_rl(seed: int) -> list[Record]:
     return [public(i, ("prompt", "json_schema")) for i in rows]
 
 
-GENERATORS = {"mcqa_rl": mcqa_rl, "tool_call_rl": tool_call_rl, "structured_output_rl": structured_output_rl}
+EVAL_ROWS = 128
+
+
+def mcqa_eval(seed: int) -> list[Record]:
+    """Held-out multiple-choice questions (eval domain `mcqa`): eval slots, eval wording."""
+    rows = draw(make_rng("mcqa_eval", seed), EVAL_ROWS, lambda r: _mcqa(r, MCQA_ASK[1]), EVAL_SLOTS)
+    return [public(i, ("prompt", "answer")) for i in rows]
+
+
+def tool_call_eval(seed: int) -> list[Record]:
+    """Held-out tool requests (eval domain `tool_call`): eval slots, eval-only weather cities."""
+    rows = draw(make_rng("tool_call_eval", seed), EVAL_ROWS, lambda r: _tool_call(r, EVAL_CITIES), EVAL_SLOTS)
+    return [public(i, ("prompt", "tools", "reference_call")) for i in rows]
+
+
+def structured_output_eval(seed: int) -> list[Record]:
+    """Held-out extraction requests (eval domain `structured_output`): eval slots, eval wording."""
+    rows = draw(make_rng("structured_output_eval", seed), EVAL_ROWS, lambda r: _structured(r, STRUCTURED_ASK[1]),
+                EVAL_SLOTS)
+    return [public(i, ("prompt", "json_schema")) for i in rows]
+
+
+GENERATORS = {"mcqa_rl": mcqa_rl, "tool_call_rl": tool_call_rl, "structured_output_rl": structured_output_rl,
+              "mcqa_eval": mcqa_eval, "tool_call_eval": tool_call_eval, "structured_output_eval": structured_output_eval}

@@ -115,6 +115,32 @@ def test_cascade2_materializes_end_to_end(cascade2: Path, capsys) -> None:
     assert md["kind"] == "multi_domain" and sum(md["summary"]["drawn"].values()) == 2 * 4
 
 
+MD = ["mcqa", "tool_call", "structured_output"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_report_shows_each_multi_domain_eval(cascade2: Path, capsys, tmp_path: Path) -> None:
+    """The multi-domain stage's three held-out sets are scored, each gets its own `learned` line,
+    and later stages guard all three against forgetting."""
+    out = tmp_path / "report.json"
+    capsys.readouterr()
+    assert main(["report", "--recipe", str(cascade2), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    stages = {e["stage"]: e for e in report["stages"]}
+    md = stages["multi_domain_rl"]
+    assert md["own_domain"] == "mcqa" and md["own_domains"] == MD
+    assert list(md["gates"]["learned_by_domain"]) == MD
+    for d in MD:
+        assert f"learned {d}: " in text and f"learned {d}: missing" not in text
+        assert "p_value" in md["gates"]["learned_by_domain"][d]
+        for stage in ("if_rl", "multi_domain_rl"):  # the gain's two sides were scored
+            assert report["matrix"][stage][d]["n"] == 2, (stage, d)
+    assert "no_eval_domain" not in json.dumps(md)
+    assert set(MD) <= {r["domain"] for r in stages["rlhf"]["gates"]["no_forgetting"]["domains"]}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_retrained_teacher_makes_mopd_stale(cascade2: Path, capsys) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pyarrow as pa
@@ -43,6 +44,15 @@ def test_render_prompts_uses_mode_suffix_and_default_system():
     assert "2+2? /think<|im_end|>" in think and "2+2? /no_think<|im_end|>" in no_think
     assert think.endswith("<|im_start|>assistant\n")
     assert no_think.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # /no_think: empty block pre-filled
+
+
+def test_render_prompts_puts_a_rows_tools_in_the_system_turn_like_training():
+    from curation.chat import render_prompt
+
+    tools = json.dumps([{"type": "function", "function": {"name": "set_timer", "parameters": {"type": "object"}}}])
+    with_tools, plain = render_prompts(["Set a timer.", "2+2?"], "no_think", [tools, None])
+    assert "set_timer" in with_tools and with_tools == render_prompt("Set a timer.", "no_think", tools=tools)
+    assert "set_timer" not in plain and plain == render_prompts(["2+2?"], "no_think")[0]
 
 
 def test_score_completions_mean_stderr_and_none_excluded():
