@@ -315,7 +315,7 @@ def _learned_check(recipe: Recipe, stage: str, parent: str, domains: list[str],
                     description=f"{stage} raises {what} over {parent}: paired test, p < {alpha}"
                                 f" ({'blocking' if blocking else 'warns'}).")
     def learned(context) -> dg.AssetCheckResult:
-        from trainer.gates import learned_gates
+        from trainer.gates import combined_verdict, learned_gates
 
         _, _, child = ensure_eval(context, recipe, stage, timer)
         passed, gates = learned_gates(_load_evals(context, [parent])[parent], child, domains, alpha)
@@ -325,7 +325,7 @@ def _learned_check(recipe: Recipe, stage: str, parent: str, domains: list[str],
             metadata = {"verdict": dg.MetadataValue.json(g), "status": g["status"], **numbers}
         else:
             metadata = {"domains": dg.MetadataValue.json(gates),
-                        "status": "learned" if passed else "not_all_learned",
+                        "status": combined_verdict(gates)["status"],
                         **{f"gain_{g['domain']}": g["gain"] for g in gates if "gain" in g}}
         return dg.AssetCheckResult(
             passed=passed, severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from trainer.gates import ALPHA, curve_summary, domain_cell, forgetting_gate, learned_gates, training_signal
+from trainer.gates import (ALPHA, combined_verdict, curve_summary, domain_cell, forgetting_gate, learned_gates,
+                           training_signal)
 from trainer.stats import cell
 
 Report = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -86,7 +87,7 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
                 entry["gates"]["no_forgetting"] = {"passed": passed, "domains": frows}
             else:
                 gates = [{"domain": d, "status": "missing", "passed": False} for d in owns or [None]]
-            entry["gates"]["learned"] = gates[0] if len(gates) == 1 else _combined(gates)
+            entry["gates"]["learned"] = gates[0] if len(gates) == 1 else combined_verdict(gates)
             if len(owns) > 1:
                 entry["gates"]["learned_by_domain"] = {g["domain"]: g for g in gates}
             earlier_domains += [d for d in owns if d not in earlier_domains]
@@ -98,13 +99,6 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
 
 def _as_list(own: str | Sequence[str] | None) -> list[str]:
     return [] if not own else [own] if isinstance(own, str) else list(own)
-
-
-def _combined(gates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The `learned` verdict of a stage with several own domains: passes when every domain learned."""
-    passed = all(g["passed"] for g in gates)
-    return {"domains": [g["domain"] for g in gates], "status": "learned" if passed else "not_all_learned",
-            "passed": passed}
 
 
 def _learned_rows(entry: Mapping[str, Any]) -> list[tuple[str | None, Mapping[str, Any] | None]]:

@@ -141,6 +141,13 @@ def learned_gates(parent: Report, child: Report, domains: Sequence[str],
     return all(g["passed"] for g in gates), gates
 
 
+def combined_verdict(gates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The `learned` verdict of a stage with several own domains: passes when every domain learned."""
+    passed = all(g["passed"] for g in gates)
+    return {"domains": [g["domain"] for g in gates], "status": "learned" if passed else "not_all_learned",
+            "passed": passed}
+
+
 def _values(rows: Sequence[Mapping[str, Any]], column: str) -> list[float] | None:
     if not rows or column not in rows[0] and not any(column in r for r in rows):
         return None
