@@ -97,9 +97,9 @@ def test_keyword_stuffing_fails_structural_instructions():
 def test_megabyte_responses_finish_fast(size, mode):
     """A 1 MB / 10 MB response (padding to satisfy "at least N" constraints) is refused unmeasured in < 2 s."""
     text = ("Dr. A. B. [x] <<t>> *h* - i. " * (size // 29 + 1))[:size]
-    start = time.monotonic()
+    start = time.process_time()
     res = one("<think>pad</think>" + text, *HEAVY, IFEvalReward(mode=mode))
-    assert time.monotonic() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert (res.score, res.reason) == (0.0, "response_too_long")
 
 
@@ -107,12 +107,15 @@ def test_megabyte_responses_finish_fast(size, mode):
 @pytest.mark.parametrize("pattern", ["[", "\n", "<<", "*a", ". ", "A. "],
                          ids=["brackets", "newlines", "angles", "stars", "dots", "capital-sentences"])
 def test_adversarial_text_under_the_cap_is_fast(pattern, mode):
-    """Text just under the cap built to backtrack regexes ([[[[, newline runs, <<<<) or flood nltk: < 2 s."""
+    """Text just under the cap built to backtrack regexes ([[[[, newline runs, <<<<) or flood nltk: < 4 s of CPU.
+
+    The worst pattern takes about 1 s of CPU alone and 2 s with a busy SMT sibling; backtracking blow-ups
+    take minutes, so CPU time with 4x headroom tells them apart without flaking under a loaded suite."""
     text = "a " + pattern * ((MAX_RESPONSE_CHARS - 2) // len(pattern))
     IFEvalReward().check("warm up.", *HEAVY)  # nltk and langdetect load once per process
-    start = time.monotonic()
+    start = time.process_time()
     res = IFEvalReward(mode=mode).check(text, *HEAVY)
-    assert time.monotonic() - start < 2.0 and res.score == 0.0
+    assert time.process_time() - start < 4.0 and res.score == 0.0
 
 
 # ---- the think block ---------------------------------------------------------------------------
