@@ -94,7 +94,7 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
                 context.log.warning(f"eval set {bench.name}: {table.num_rows} rows, fewer than eval_limit "
                                     f"{bench.eval_limit}")
             table = table.slice(0, bench.eval_limit)
-        rows = eval_rows(table, kind.name, bench.name)
+        rows = eval_rows(table, kind.name, bench.name, domain=bench.domain)
         options = {"model_path": rm_path} if needs_rm else {}
         tts, modes = None, None
         if bench.tts:

@@ -127,22 +127,19 @@ def rl_prompt_set(
     return build_prompt_set(config.stage or config.kind, sources, config, sft_prompt_keys(exclude_sft), exclude_rl)
 
 
-_EVAL_DOMAIN_COLUMNS = (("issue", "swe"), ("reference_call", "tool_call"), ("json_schema", "structured_output"))
-"""(column, domain): an eval table with that column holds rows of that domain (eval_rows)."""
-
-
-def eval_rows(table: pa.Table, kind: str, name: str = "eval", modes: Sequence[str] = MODES) -> pa.Table:
+def eval_rows(table: pa.Table, kind: str, name: str = "eval", modes: Sequence[str] = MODES,
+              domain: str | None = None) -> pa.Table:
     """A held-out canonical table (benchmark asset) -> RL_SCHEMA rows in input order.
 
     Nothing is filtered (eval sets are decontamination targets, not corpora); `mode`
-    alternates like a prompt set, and evaluators that run every mode ignore it. The row
-    `domain` is the kind's source domain whose tell-tale column the table has (`issue`: swe,
-    `reference_call`: tool_call, `json_schema`: structured_output), else the kind's own domain,
-    so each eval set of a multi-domain kind carries its own domain.
+    alternates like a prompt set, and evaluators that run every mode ignore it. `domain` is the
+    eval set's declared domain (the benchmark's `domain:`), one of the kind's source domains, so
+    each eval set of a multi-domain kind carries its own; None = the kind's first source domain.
     """
     domains = stage_kind(kind).source_domains
-    domain = next((d for col, d in _EVAL_DOMAIN_COLUMNS if col in table.column_names and (d in domains or d == "swe")),
-                  domains[0])
+    domain = domain or domains[0]
+    if domain not in domains:
+        raise ValueError(f"eval set {name}: domain {domain!r} is not one of kind {kind!r}'s domains {list(domains)}")
     rows = []
     for i, row in enumerate(table.to_pylist()):
         row.setdefault("row_id", f"{name}-{i}")

@@ -135,6 +135,11 @@ class BenchmarkSpec(Settings):
     def _one_origin(self) -> "BenchmarkSpec":
         if (self.builtin is None) == (self.path is None):
             raise ValueError("exactly one of `builtin` or `path` must be given")
+        if self.eval_domain is not None:  # the rows' domain picks how they are rendered and scored
+            domains = kind_for_eval_domain(self.eval_domain).source_domains
+            if self.domain not in domains:
+                raise ValueError(f"an eval set for {self.eval_domain!r} needs `domain:` one of {list(domains)}, "
+                                 f"got {self.domain!r}")
         return self
 
 

@@ -68,7 +68,8 @@ def _right(domain: str, row: dict) -> str:
 
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_every_eval_row_is_scored_by_its_eval_reward(domain: str) -> None:
-    rows = eval_rows(pa.Table.from_pylist(GENERATORS[f"{domain}_eval"](0)), "multi_domain", f"eval_{domain}")
+    rows = eval_rows(pa.Table.from_pylist(GENERATORS[f"{domain}_eval"](0)), "multi_domain", f"eval_{domain}",
+                     domain=domain)
     assert set(rows.column("domain").to_pylist()) == {domain}  # not the kind's first domain
     reward = get_reward(eval_reward_for(domain))
     prompts, columns, raw = rows.column("prompt").to_pylist(), reward_columns(rows), rows.to_pylist()

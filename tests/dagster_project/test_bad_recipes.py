@@ -104,6 +104,8 @@ CASES: list[tuple[str, Callable[[dict], None], str]] = [
     ("unknown_domain", _set("sources.0.domain", "poetry"), "sources.0.domain"),
     ("benchmark_two_origins", _set("benchmarks.0.path", "x.jsonl"), "benchmarks.0"),
     ("unknown_eval_domain", _set("benchmarks.2.eval_domain", "poetry"), "benchmarks.2.eval_domain"),
+    ("eval_set_without_domain", _delete("benchmarks.2.domain"), "benchmarks.2"),
+    ("eval_set_of_another_domain", _set("benchmarks.2.domain", "code"), "benchmarks.2"),
     ("missing_required_sources", _delete("sources"), "sources"),
     # order
     ("reversed_if_and_math", _swap_rl("if_rl", "math_rl"), f"rl_stages.{MATH}.kind"),
