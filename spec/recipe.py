@@ -24,6 +24,7 @@ from spec.entry_points import is_file_target
 from spec.generation import GenerationSpec
 from spec.data import BenchmarkSpec, CurationConfig, Domain, SourceSpec, check_name
 from spec.execution import ExecutionConfig
+from spec.extends import ExtendsError, resolve_extends
 from spec.kinds import UnknownStageKindError, stage_kind, stage_kinds
 from spec.overrides import OverrideError, apply_overrides
 from spec.paths import DEFAULT_RECIPE
@@ -279,15 +280,17 @@ def parse_recipe(data: Any, path: Path | None = None, rewards: RewardCatalog | N
     """Validate a recipe mapping; raises RecipeError naming every bad field at once.
 
     `rewards`, `formats` (row layouts) and `readers` (file types) come from the libraries that
-    own them; without them those names are only checked for shape. `overrides` are `--set`
-    strings applied before validation (spec.overrides).
+    own them; without them those names are only checked for shape. An `extends:` base is merged
+    in first (spec.extends, relative to `path`), then `overrides`, `--set` strings, are applied
+    before validation (spec.overrides).
     """
     if not isinstance(data, dict):
         raise RecipeError("invalid recipe: the top level must be a mapping")
     try:
+        data = resolve_extends(data, path)
         data, applied = apply_overrides(data, overrides)
-    except OverrideError as err:
-        raise RecipeError(f"invalid recipe: {err}") from None
+    except (ExtendsError, OverrideError) as err:
+        raise RecipeError(f"invalid recipe{f' {path}' if path else ''}: {err}") from None
     data = _absolute_reward_files(data, path)
     problems: list[str] = []
     recipe = None

@@ -63,3 +63,11 @@ def test_the_guide_reward_scores_and_is_versioned_by_its_source(team: Path, monk
     assert main(["verify", "team_rewards.py:cites_ticket", "--input", "in.jsonl", "--output", "out.jsonl"]) == 0
     assert json.loads((team / "out.jsonl").read_text())["reward"] == 1.0
     assert source_version("team_rewards.py:cites_ticket") in capsys.readouterr().err
+
+
+def test_the_guide_variant_extends_the_team_recipe(team: Path) -> None:
+    base, variant = load_recipe(team / "team_recipe.yaml"), load_recipe(team / "team_longer.yaml")
+    assert variant.name == "team_longer" and variant.rl_stages[0].name == "rlhf"
+    assert variant.rl_stages[0].train.max_steps == 20 != base.rl_stages[0].train.max_steps
+    assert variant.rl_stages[0].rewards == base.rl_stages[0].rewards  # the team reward kept, resolved alike
+    assert variant.sources == base.sources and variant.rl_stages[1:] == base.rl_stages[1:]
