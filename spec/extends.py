@@ -38,7 +38,8 @@ class ExtendsError(ValueError):
 
 
 def _named(items: Any) -> bool:
-    return isinstance(items, list) and bool(items) and all(isinstance(e, dict) and isinstance(e.get("name"), str) for e in items)
+    return (isinstance(items, list) and bool(items)
+            and all(isinstance(e, dict) and isinstance(e.get("name"), str) for e in items))
 
 
 def _merge_named(base: list[dict], child: list[dict], where: str) -> list[dict]:
@@ -57,11 +58,16 @@ def _merge_named(base: list[dict], child: list[dict], where: str) -> list[dict]:
     return out
 
 
-def merge_mappings(base: dict, child: dict) -> dict:
-    """`child` laid over `base`: mappings merge recursively, anything else in `child` replaces."""
+def merge_mappings(base: dict, child: dict, recipe_level: bool = False) -> dict:
+    """`child` laid over `base`: mappings merge recursively, anything else in `child` replaces;
+    at `recipe_level` the named lists merge on `name` and the `extends` key is left out."""
     out = copy.deepcopy(base)
     for key, value in child.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if recipe_level and key == EXTENDS:
+            continue
+        if recipe_level and _named(value) and _named(out.get(key)):
+            out[key] = _merge_named(out[key], value, key)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge_mappings(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
@@ -70,17 +76,7 @@ def merge_mappings(base: dict, child: dict) -> dict:
 
 def merge_recipes(base: dict, child: dict) -> dict:
     """One recipe mapping from a base and an extending one (see the module docstring)."""
-    out = copy.deepcopy(base)
-    for key, value in child.items():
-        if key == EXTENDS:
-            continue
-        if _named(value) and _named(out.get(key)):
-            out[key] = _merge_named(out[key], value, key)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_mappings(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+    return merge_mappings(base, child, recipe_level=True)
 
 
 def _read(path: Path, by: Path) -> Any:
