@@ -42,52 +42,57 @@ def _named(items: Any) -> bool:
             and all(isinstance(e, dict) and isinstance(e.get("name"), str) for e in items))
 
 
-def _merge_named(base: list[dict], child: list[dict], where: str) -> list[dict]:
-    out = [copy.deepcopy(e) for e in base]
+def _merge_named(items: list[dict], child: list[dict], where: str) -> None:
+    """Lay the named `child` entries over `items` in place (both already private copies)."""
     for entry in child:
-        index = next((i for i, e in enumerate(out) if e["name"] == entry["name"]), None)
+        index = next((i for i, e in enumerate(items) if e["name"] == entry["name"]), None)
         if entry.get(REMOVE) is True and set(entry) == {"name", REMOVE}:
             if index is None:
                 raise ExtendsError(f"{where}: cannot remove {entry['name']!r}: the base recipe has no such entry "
-                                   f"(names: {', '.join(e['name'] for e in out) or 'none'})")
-            del out[index]
+                                   f"(names: {', '.join(e['name'] for e in items) or 'none'})")
+            del items[index]
         elif index is None:
-            out.append(copy.deepcopy(entry))
+            items.append(entry)
         else:
-            out[index] = merge_mappings(out[index], entry)
-    return out
+            _lay_over(items[index], entry, recipe_level=False)
 
 
-def merge_mappings(base: dict, child: dict, recipe_level: bool = False) -> dict:
-    """`child` laid over `base`: mappings merge recursively, anything else in `child` replaces;
-    at `recipe_level` the named lists merge on `name` and the `extends` key is left out."""
-    out = copy.deepcopy(base)
+def _lay_over(out: dict, child: dict, recipe_level: bool) -> None:
+    """Merge `child` into `out` in place (both already private copies)."""
     for key, value in child.items():
         if recipe_level and key == EXTENDS:
             continue
         if recipe_level and _named(value) and _named(out.get(key)):
-            out[key] = _merge_named(out[key], value, key)
+            _merge_named(out[key], value, key)
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_mappings(out[key], value)
+            _lay_over(out[key], value, recipe_level=False)
         else:
-            out[key] = copy.deepcopy(value)
-    return out
+            out[key] = value
 
 
 def merge_recipes(base: dict, child: dict) -> dict:
-    """One recipe mapping from a base and an extending one (see the module docstring)."""
-    return merge_mappings(base, child, recipe_level=True)
+    """One recipe mapping from a base and an extending one (neither is changed; see the module docstring)."""
+    out = copy.deepcopy(base)
+    _lay_over(out, copy.deepcopy(child), recipe_level=True)
+    return out
 
 
-def _read(path: Path, by: Path) -> Any:
+class RecipeFileError(ValueError):
+    """A recipe file that is missing, unreadable or not YAML; the message names the file."""
+
+
+def read_recipe_file(path: Path) -> Any:
+    """The YAML data of a recipe file (the recipe itself or an `extends:` base)."""
     try:
         return yaml.safe_load(path.read_text())
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise ExtendsError(f"extends: recipe not found: {path} (named by {by})") from None
-    except (PermissionError, UnicodeDecodeError):
-        raise ExtendsError(f"extends: recipe {path} (named by {by}) is not readable UTF-8 text") from None
+        raise RecipeFileError(f"recipe not found: {path}") from None
+    except PermissionError:
+        raise RecipeFileError(f"recipe {path} is not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise RecipeFileError(f"recipe {path} is not UTF-8 text") from None
     except yaml.YAMLError as err:
-        raise ExtendsError(f"extends: recipe {path} (named by {by}) is not valid YAML: {err}") from None
+        raise RecipeFileError(f"recipe {path} is not valid YAML: {err}") from None
 
 
 def resolve_extends(data: Any, path: Path | None, seen: tuple[Path, ...] = ()) -> Any:
@@ -102,7 +107,10 @@ def resolve_extends(data: Any, path: Path | None, seen: tuple[Path, ...] = ()) -
     chain = (*seen, here)
     if base_path in chain:
         raise ExtendsError("extends: cycle: " + " -> ".join(str(p) for p in (*chain, base_path)))
-    base = _read(base_path, here)
+    try:
+        base = read_recipe_file(base_path)
+    except RecipeFileError as err:
+        raise ExtendsError(f"extends: {err} (named by {here})") from None
     if not isinstance(base, dict):
         raise ExtendsError(f"extends: recipe {base_path} (named by {here}): the top level must be a mapping")
     return merge_recipes(resolve_extends(base, base_path, chain), data)

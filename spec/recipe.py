@@ -17,14 +17,13 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Collection, Literal, Protocol, Sequence
 
-import yaml
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from spec.entry_points import is_file_target
 from spec.generation import GenerationSpec
 from spec.data import BenchmarkSpec, CurationConfig, Domain, SourceSpec, check_name
 from spec.execution import ExecutionConfig
-from spec.extends import ExtendsError, resolve_extends
+from spec.extends import ExtendsError, RecipeFileError, read_recipe_file, resolve_extends
 from spec.kinds import UnknownStageKindError, stage_kind, stage_kinds
 from spec.overrides import OverrideError, apply_overrides
 from spec.paths import DEFAULT_RECIPE
@@ -316,13 +315,7 @@ def load_recipe(path: str | Path | None = None, rewards: RewardCatalog | None = 
     """Load and validate a recipe file (default: `$CASCADE_RECIPE` or recipes/default.yaml)."""
     path = Path(path or os.environ.get("CASCADE_RECIPE") or DEFAULT_RECIPE).resolve()
     try:
-        data = yaml.safe_load(path.read_text())
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise RecipeError(f"recipe not found: {path}") from None
-    except PermissionError:
-        raise RecipeError(f"recipe {path} is not readable (permission denied)") from None
-    except UnicodeDecodeError:
-        raise RecipeError(f"recipe {path} is not UTF-8 text") from None
-    except yaml.YAMLError as err:
-        raise RecipeError(f"recipe {path} is not valid YAML: {err}") from None
+        data = read_recipe_file(path)
+    except RecipeFileError as err:
+        raise RecipeError(str(err)) from None
     return parse_recipe(data, path, rewards, formats, readers, overrides)

@@ -95,7 +95,8 @@ def test_chains_and_overrides_apply_in_order(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("files, message", [
     ({"c.yaml": {"extends": "nope.yaml"}}, r"extends: recipe not found: .*nope\.yaml"),
-    ({"c.yaml": {"extends": "b.yaml"}, "b.yaml": {"extends": "c.yaml"}}, r"extends: cycle: .*c\.yaml -> .*b\.yaml -> .*c\.yaml"),
+    ({"c.yaml": {"extends": "b.yaml"}, "b.yaml": {"extends": "c.yaml"}},
+     r"extends: cycle: .*c\.yaml -> .*b\.yaml -> .*c\.yaml"),
     ({"c.yaml": {"extends": 5}}, r"extends: expected the path of a recipe file, got 5"),
     ({"c.yaml": {"extends": "b.yaml"}, "b.yaml": ["not", "a", "mapping"]}, r"the top level must be a mapping"),
     ({"c.yaml": {"extends": "default.yaml", "rl_stages": [{"name": "ghost", "remove": True}]}},
