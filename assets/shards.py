@@ -19,9 +19,9 @@ from typing import Any
 import dagster as dg
 
 from assets.common import BENCHMARKS, CURATED, SOURCES, WorkTimer, data_root, dataset_metadata, key, upstream_ref
-from assets.sources import CURATION_CODE, ensure_file, file_asset_name
+from assets.sources import CURATION_CODE, ensure_file, file_asset_name, read_versioned
 from spec.data import SourceSpec
-from spec.hashing import code_version, file_digest
+from spec.hashing import code_version
 from spec.recipe import Recipe
 
 SHARDING = "crc32(raw line) mod shards"
@@ -113,8 +113,10 @@ def _shard_op(recipe: Recipe, spec: SourceSpec, k: int, timer: WorkTimer) -> dg.
         path = ensure_file(recipe, spec)
         benches = {b: pq.read_table(upstream_path(context, bk) / "data.parquet") for b, bk in bench_keys.items()}
         with timer.measure(f"curated/clean_{spec.name} shard {k}/{spec.shards}"):
-            shard = load_shard(path, spec.format, spec.domain, spec.name, k, spec.shards, columns=spec.columns or None,
-                               split=spec.split, limit=spec.limit, reader=spec.reader)
+            shard, digest = read_versioned(  # the version of the bytes this shard parsed
+                f"source {spec.name!r}", path,
+                lambda: load_shard(path, spec.format, spec.domain, spec.name, k, spec.shards, columns=spec.columns or None,
+                                   split=spec.split, limit=spec.limit, reader=spec.reader))
             index = BenchmarkIndex.build(benches, n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
             rows = shard.table.drop_columns([ORDINAL])
@@ -129,13 +131,13 @@ def _shard_op(recipe: Recipe, spec: SourceSpec, k: int, timer: WorkTimer) -> dg.
                 dropped[f"contaminated:{h.benchmark}"] = dropped.get(f"contaminated:{h.benchmark}", 0) + 1
             out = write_versioned(
                 table, data_root(), f"clean_{spec.name}_shards/{k}", rows_in=shard.rows_in, dropped=dropped,
-                inputs=[{"asset": file_asset_name(spec), "data_version": file_digest(path), "path": str(path)},
+                inputs=[{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)},
                         *[upstream_ref(context, bk) for bk in bench_keys.values()]],
                 code_version=code_version(CURATION_CODE, config), config={**config, "shard": k, "shards": spec.shards},
                 extra_files={"quarantine.parquet": shard.quarantine,
                              "decontam_dropped.json": [h.as_report() | {"field": h.field, "ordinal": int(ordinals[h.row])}
                                                        for h in hits]})
-        return {"path": str(out.folder), "data_version": out.data_version, "rows_in": shard.rows_in,
+        return {"path": str(out.folder), "data_version": out.data_version, "source_version": digest, "rows_in": shard.rows_in,
                 "quarantined": shard.quarantine.num_rows, "format": shard.format, "reader": shard.reader}
 
     return _shard
@@ -158,6 +160,9 @@ def _merge_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDefini
         from curation.versioning import write_versioned
 
         parts = [shards[f"shard_{k}"] for k in range(spec.shards)]
+        if len({p["source_version"] for p in parts}) > 1:  # each shard read a different version of the file
+            raise dg.Failure(f"source {spec.name!r} changed between the reads of its shards (versions "
+                             f"{', '.join(p['source_version'] for p in parts)}); rerun when it is stable")
         with timer.measure(f"curated/clean_{spec.name} merge of {spec.shards} shards"):
             tables = [pq.read_table(Path(p["path"]) / "data.parquet") for p in parts]
             hits = [json.loads((Path(p["path"]) / "decontam_dropped.json").read_text()) for p in parts]

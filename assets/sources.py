@@ -5,6 +5,12 @@ A source file is an observable source asset whose data version is the file's con
 hash, so replacing the file (or pointing the recipe elsewhere) is what makes everything
 downstream stale; nothing else has to be told.
 
+A raw source (and a benchmark file) records the version of the bytes its rows were parsed
+from: the file is hashed before and after the parse (spec.consistent_read.read_consistent), and
+a file replaced or rewritten meanwhile fails the asset ("source X changed while it was read
+(...); rerun when it is stable") instead of recording a version of other bytes; nothing is
+written for such a read.
+
 A raw source's metadata shows how it was read (the row layout and reader, given or
 detected) and, next to the row counts, the first quarantined rows with their reasons, so a
 source in an unexpected layout is visible at a glance instead of silently empty.
@@ -13,11 +19,12 @@ source in an unexpected layout is visible at a glance instead of silently empty.
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import dagster as dg
 
 from assets.common import BENCHMARKS, SOURCES, WorkTimer, data_root, dataset_metadata, key, preview_markdown
+from spec.consistent_read import FileChangedError, read_consistent
 from spec.hashing import code_version, file_digest
 from spec.data import BenchmarkSpec, SourceSpec
 from spec.paths import portable_path
@@ -33,7 +40,7 @@ def ensure_file(recipe: Recipe, spec: SourceSpec | BenchmarkSpec) -> Path:
     if not path.exists() and spec.generate:
         from curation.samples import generate
 
-        generate(spec.generate, path, seed=recipe.seed)
+        generate(spec.generate, path, seed=recipe.seed, replace=False)  # concurrent `status` calls: first one wins
     if not path.exists():
         raise dg.Failure(f"{spec.name}: file not found: {path}")
     return path
@@ -47,7 +54,10 @@ def _file_asset(recipe: Recipe, spec: SourceSpec | BenchmarkSpec, name: str) -> 
     )
     def _observe(context) -> dg.ObserveResult:
         path = ensure_file(recipe, spec)
-        digest = file_digest(path)
+        try:
+            digest = file_digest(path)
+        except FileChangedError as err:
+            raise dg.Failure(f"{spec.name}: {err}; rerun when it is stable") from None
         return dg.ObserveResult(
             data_version=dg.DataVersion(digest),
             metadata={"path": dg.MetadataValue.path(portable_path(path)), "data_version": digest},
@@ -78,20 +88,28 @@ def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsD
 
         path = ensure_file(recipe, spec)
         with timer.measure(context.asset_key.to_user_string()):
-            result = load_source(
+            result, digest = read_versioned(f"source {spec.name!r}", path, lambda: load_source(
                 path, spec.format, spec.domain, spec.name,
                 columns=spec.columns or None, split=spec.split, limit=spec.limit, reader=spec.reader,
-            )
+            ))
             out = write_versioned(
                 result.table, data_root(), f"raw_{spec.name}",
                 rows_in=result.rows_in, dropped=result.dropped,
-                inputs=[{"asset": file_asset_name(spec), "data_version": file_digest(path), "path": str(path)}],
+                inputs=[{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)}],
                 code_version=code_version(CURATION_CODE, config), config=config,
                 extra_files={"quarantine.parquet": result.quarantine},
             )
         return _result(out, result.table, _load_metadata(result))
 
     return _raw
+
+
+def read_versioned(what: str, path: Path, load: Callable[[], Any]) -> tuple[Any, str]:
+    """`load()` and the digest of the bytes it parsed; the asset fails if the file changed meanwhile."""
+    try:
+        return read_consistent(path, load, f"{what} ({path})")
+    except FileChangedError as err:
+        raise dg.Failure(str(err)) from None
 
 
 QUARANTINE_EXAMPLES = 5
@@ -130,8 +148,14 @@ def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> d
 
         path = ensure_file(recipe, spec) if spec.path else None
         with timer.measure(context.asset_key.to_user_string()):
-            table = load_benchmark(builtin=spec.builtin, path=path, domain=spec.domain, name=spec.name)
-            inputs = [{"asset": file_asset_name(spec), "data_version": file_digest(path), "path": str(path)}] if path else []
+            def load() -> Any:
+                return load_benchmark(builtin=spec.builtin, path=path, domain=spec.domain, name=spec.name)
+
+            if path is None:
+                table, inputs = load(), []
+            else:
+                table, digest = read_versioned(f"benchmark {spec.name!r}", path, load)
+                inputs = [{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)}]
             out = write_versioned(
                 table, data_root(), f"bench_{spec.name}", rows_in=table.num_rows, dropped={},
                 inputs=inputs, code_version=code_version(CURATION_CODE, config), config=config,

@@ -25,6 +25,7 @@ Adding a reward: a Reward subclass in its own module plus one line in `REWARDS`.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from spec.entry_points import EntryPointError, import_target
+from spec.entry_points import EntryPointError, import_target, is_file_target, split_target
+from spec.hashing import runs_file_code
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,19 @@ class UnknownRewardError(ValueError):
 
 
 def _import(target: str) -> Any:
+    """The object `target` names, as its file holds it now: a `module:attr` whose file was edited
+    after the module was imported (a long-lived process) is reloaded, so the reward runs, and is
+    versioned by, the code on disk (`file.py:attr` targets reload on their own)."""
     try:
-        return import_target(target)
+        obj = import_target(target)
+        if not is_file_target(target) and not runs_file_code(obj):
+            importlib.reload(importlib.import_module(split_target(target)[0]))
+            obj = import_target(target)
+        return obj
     except EntryPointError as err:
         raise UnknownRewardError(f"reward: {err}") from None
+    except Exception as err:  # noqa: BLE001 - user code that fails to reload does not import
+        raise UnknownRewardError(f"reward: cannot reload {target!r}: {type(err).__name__}: {err}") from None
 
 
 def reward_class(name: str) -> Any:

@@ -9,11 +9,12 @@ Executors are chosen here (or with `cascade run --set execution.executor=...`), 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from spec.train import Settings
+from spec.yaml_load import BoundedDict
 
 EXECUTORS = ("auto", "in_process", "multiprocess", "celery", "k8s")
 
@@ -27,7 +28,7 @@ class CeleryExecution(Settings):
     """Celery result backend URL."""
     include: list[str] = Field(default_factory=list)
     """Extra modules the workers import."""
-    config_source: dict[str, Any] = Field(default_factory=dict)
+    config_source: BoundedDict = Field(default_factory=dict)
     """Extra Celery settings (e.g. `{worker_prefetch_multiplier: 1}`)."""
 
 
@@ -40,7 +41,7 @@ class ExecutionConfig(Settings):
     """`multiprocess`: at most this many steps at once (default: the CPU count)."""
     celery: CeleryExecution = Field(default_factory=CeleryExecution)
     """`celery` executor settings."""
-    k8s: dict[str, Any] = Field(default_factory=dict)
+    k8s: BoundedDict = Field(default_factory=dict)
     """`k8s` executor config, passed verbatim to dagster-k8s' `k8s_job_executor` (e.g. `{job_namespace: cascade, max_concurrent: 4, env_vars: [CASCADE_HOME=/data]}`); validated against its schema when the definitions load."""
 
     def resolved(self, sharded: bool) -> str:

@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from spec.yaml_load import YamlBoundsError, load_yaml
+
 EXTENDS = "extends"
 REMOVE = "remove"
 
@@ -82,15 +84,21 @@ class RecipeFileError(ValueError):
 
 
 def read_recipe_file(path: Path) -> Any:
-    """The YAML data of a recipe file (the recipe itself or an `extends:` base)."""
+    """The YAML data of a recipe file (the recipe itself or an `extends:` base).
+
+    Read once and parsed from those bytes, aliases expanded under a bound (spec.yaml_load), so
+    an anchor bomb fails here, naming the file, wherever in the recipe it sits.
+    """
     try:
-        return yaml.safe_load(path.read_text())
+        return load_yaml(path.read_bytes().decode("utf-8"))
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise RecipeFileError(f"recipe not found: {path}") from None
     except PermissionError:
         raise RecipeFileError(f"recipe {path} is not readable (permission denied)") from None
     except UnicodeDecodeError:
         raise RecipeFileError(f"recipe {path} is not UTF-8 text") from None
+    except YamlBoundsError as err:
+        raise RecipeFileError(f"invalid recipe {path}: {err}") from None
     except yaml.YAMLError as err:
         raise RecipeFileError(f"recipe {path} is not valid YAML: {err}") from None
 

@@ -21,12 +21,13 @@ field, validated at load like every other block (docs/recipe.md is generated fro
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from spec.data import check_name
 from spec.train import RewardSpec, Settings
+from spec.yaml_load import BoundedDict
 
 GenerationUse = Literal["rejection", "pass_rate", "swe_patches"]
 
@@ -53,7 +54,7 @@ class EngineSettings(Settings):
     """Endpoint of the `openai` engine (e.g. `http://127.0.0.1:8000/v1`)."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the endpoint's API key (never the key itself)."""
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: BoundedDict = Field(default_factory=dict)
     """Extra engine options (batch size, dtype, concurrency, ...), passed to the engine's constructor."""
 
     @model_validator(mode="after")

@@ -3,7 +3,8 @@
 - `stable_hash(value)`: blake2b over canonical JSON, for configs and input lists (the same
   config always gives the same version, whatever the key order).
 - `file_digest(path)`: blake2b over a file's bytes, or over every file of a folder with its
-  relative name (Hugging Face datasets and model folders are folders).
+  relative name (Hugging Face datasets and model folders are folders); a file that changes
+  while it is hashed raises (spec.consistent_read, which also versions bytes that are parsed).
 - `code_hash(*packages)`: blake2b over a package's source files, so editing library code
   makes exactly the assets that run it stale.
 - `source_version(target)`: the digest of the code behind one `module:attr` or
@@ -13,6 +14,9 @@
   exactly when code it runs changes, never by hand. Why an import walk rather than a whole
   package: editing rewards/math.py must not re-version the code reward (and restale its
   stages); why not the module alone: math's verdicts also come from curation/chat.py.
+- `object_source_version(obj)`: the same for the module an imported object comes from, checked
+  against the code that was imported (its code objects must compile from the hashed bytes), so a
+  file edited after the import raises rather than versioning code that does not run.
 
 Table contents are hashed column by column in `curation.versioning.content_hash`, which needs
 pyarrow's buffers; everything else hashes here.
@@ -29,11 +33,11 @@ import json
 import sys
 import sysconfig
 from pathlib import Path
+from types import CodeType
 from typing import Any, Sequence
 
+from spec.consistent_read import FileChangedError, file_state
 from spec.paths import REPO_ROOT
-
-_CHUNK = 1 << 20
 
 
 def stable_hash(value: Any, length: int = 16) -> str:
@@ -47,16 +51,12 @@ def stable_hash(value: Any, length: int = 16) -> str:
 
 
 def file_digest(path: str | Path) -> str:
-    """Content hash of a file, or of every file in a folder (names relative to it, sorted)."""
-    path = Path(path)
-    h = hashlib.blake2b(digest_size=16)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(_CHUNK), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    """Content hash of a file, or of every file in a folder (names relative to it, sorted).
+
+    FileChangedError (spec.consistent_read) if it changed while it was hashed; to version bytes
+    that are also parsed, use `spec.consistent_read.read_consistent`.
+    """
+    return file_state(path).digest
 
 
 _CODE_HASHES: dict[tuple[str, ...], str] = {}
@@ -96,14 +96,13 @@ def _read(path: Path) -> bytes:
     return path.read_bytes()
 
 
-# Per process, keyed by file and its (mtime, size): an edited file is re-read, others are not.
-_FILES: dict[Path, tuple[tuple[int, int], str, tuple[tuple[int, str], ...]]] = {}
+# Per process, keyed by file and its stat stamp (_stamp): an edited file is re-read, others are not.
+_FILES: dict[Path, tuple[tuple[int, ...] | None, str, tuple[tuple[int, str], ...]]] = {}
 
 
 def _scan(path: Path) -> tuple[str, tuple[tuple[int, str], ...]]:
     """(content digest, imports as (level, dotted name)) of a file, cached while it is unchanged."""
-    stat = path.stat()
-    stamp = (stat.st_mtime_ns, stat.st_size)
+    stamp = _stamp(path)
     known = _FILES.get(path)
     if known and known[0] == stamp:
         return known[1], known[2]
@@ -283,17 +282,18 @@ def _closure(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """(mtime, size, inode, ctime): ctime and inode also change on a rewrite that keeps mtime and size."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    return stat.st_mtime_ns, stat.st_size
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns
 
 
 # root file -> (stamps of its files and of their folders, digest). A folder's stamp changes
 # when a file appears in it, so a new sibling module or package file is noticed too.
-_DIGESTS: dict[Path, tuple[tuple[tuple[Path, tuple[int, int] | None], ...], str]] = {}
+_DIGESTS: dict[Path, tuple[tuple[tuple[Path, tuple[int, ...] | None], ...], str]] = {}
 
 
 def source_version(target: str, length: int = 12) -> str:
@@ -319,10 +319,74 @@ def source_version(target: str, length: int = 12) -> str:
 
 
 def object_source_version(obj: Any, length: int = 12) -> str:
-    """`source_version` of the module that defines `obj` (a class, function or instance)."""
+    """`source_version` of the module that defines `obj` (a class, function or instance).
+
+    The version is of the code that was imported, not merely of the file now on disk: the
+    module file's bytes that went into the version are compiled and `obj`'s own code (a
+    function's, a class's methods') must be among them, so a file edited after its module was
+    imported raises FileChangedError instead of versioning code that is not running.
+    """
     target = obj if inspect.isclass(obj) or inspect.isroutine(obj) else type(obj)
     module = sys.modules.get(getattr(target, "__module__", "") or "")
     path = getattr(module, "__file__", None)
     if not path:
         raise SourceNotFoundError(f"{obj!r}: its module has no source file")
-    return source_version(str(Path(path).resolve()), length)
+    root = Path(path).resolve()
+    version, digest = source_version(str(root), length), _scan(root)[0]
+    data = _read(root)  # the bytes the version covers, compiled below
+    if hashlib.blake2b(data, digest_size=16).hexdigest() != digest or source_version(str(root), length) != version:
+        raise FileChangedError(f"{root} changed while it was versioned; rerun when it is stable")
+    stale = _stale_code(target, root, data)
+    if stale:
+        raise FileChangedError(f"{root} changed after its module was imported ({', '.join(sorted(set(stale)))} "
+                               "differ from the file): the version would not be the running code's; rerun when it is stable")
+    return version
+
+
+def _stale_code(target: Any, root: Path, data: bytes) -> list[str]:
+    """Names of `target`'s own code objects from `root` that `data` (the file's bytes) no longer compiles to."""
+    return [c.co_name for c in _own_code(target) if Path(c.co_filename).resolve() == root and c not in _compiled(root, data)]
+
+
+def runs_file_code(obj: Any) -> bool:
+    """Whether `obj` (a function or class) is the code its module's file holds now: False once the
+    file was edited after the module was imported (spec.entry_points then reloads it)."""
+    target = obj if inspect.isclass(obj) or inspect.isroutine(obj) else type(obj)
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if not path or not Path(path).is_file():
+        return True
+    root = Path(path).resolve()
+    return not _stale_code(target, root, _read(root))
+
+
+_COMPILED: dict[tuple[Path, bytes], frozenset[CodeType]] = {}
+
+
+def _compiled(root: Path, data: bytes) -> frozenset[CodeType]:
+    """Every code object (nested ones included) of `data` compiled as Python imports it."""
+    key = (root, hashlib.blake2b(data, digest_size=16).digest())
+    if key not in _COMPILED:
+        try:
+            todo = [compile(data, str(root), "exec", dont_inherit=True)]
+        except (SyntaxError, ValueError):
+            todo = []
+        found: set[CodeType] = set()
+        while todo:
+            code = todo.pop()
+            found.add(code)
+            todo += [c for c in code.co_consts if isinstance(c, CodeType)]
+        _COMPILED[key] = frozenset(found)
+    return _COMPILED[key]
+
+
+def _own_code(target: Any) -> list[CodeType]:
+    """A function's code object, or those of a class's own methods and properties."""
+    members = [target] if inspect.isroutine(target) else list(vars(target).values())
+    out = []
+    for m in members:
+        for f in (m.fget, m.fset, m.fdel) if isinstance(m, property) else (getattr(m, "__func__", m),):
+            code = getattr(f, "__code__", None)
+            if isinstance(code, CodeType):
+                out.append(code)
+    return out

@@ -17,6 +17,8 @@ from typing import Any, Sequence
 
 import yaml
 
+from spec.yaml_load import YamlBoundsError, load_yaml
+
 
 class OverrideError(ValueError):
     """A `--set` that is malformed or points nowhere."""
@@ -35,7 +37,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not sep or not all(k.strip() for k in keys):
         raise OverrideError(f"--set {text!r}: expected FIELD.PATH=VALUE, e.g. rl_stages.math_rl.train.max_steps=20")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""  # bounded: a value may hold anchors too
+    except YamlBoundsError as err:
+        raise OverrideError(f"--set {text!r}: {err}") from None
     except yaml.YAMLError as err:
         raise OverrideError(f"--set {text!r}: the value is not valid YAML: {err}") from None
     if isinstance(value, str) and value == raw.strip():  # unquoted: YAML 1.1 reads `1e-5` as text

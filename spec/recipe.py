@@ -28,7 +28,8 @@ from spec.kinds import UnknownStageKindError, stage_kind, stage_kinds
 from spec.overrides import OverrideError, apply_overrides
 from spec.paths import DEFAULT_RECIPE
 from spec.recipe_checks import recipe_problems, resolve_path
-from spec.train import GRPOSettings, MOPDSettings, RewardSpec, RMSettings, Settings, SFTSettings
+from spec.yaml_load import YamlBoundsError, check_bounded
+from spec.train import MAX_LOGPROB_DIFF, GRPOSettings, MOPDSettings, RewardSpec, RMSettings, Settings, SFTSettings
 
 
 class RecipeError(ValueError):
@@ -164,6 +165,8 @@ class EvalSpec(Settings):
     """Whether a stage that did not significantly raise its own domain stops downstream stages (default: it warns)."""
     training_signal_blocking: bool = True
     """Whether a stage whose rewards had no variance, grad norm was always 0 or loss never moved stops downstream stages."""
+    training_signal_max_logprob_diff: float = Field(default=MAX_LOGPROB_DIFF, gt=0)
+    """The `training_signal` check also fails an RL stage whose training forward is off its sampler: the mean over steps (NaN steps, with no trained token, left out) of `rollout_logprob_diff_mean`, the per-token |log π_train − log π_sampler| of the rollouts it trained on, measured before each update, above this bound."""
 
 
 class Recipe(Settings):
@@ -288,7 +291,9 @@ def parse_recipe(data: Any, path: Path | None = None, rewards: RewardCatalog | N
     try:
         data = resolve_extends(data, path)
         data, applied = apply_overrides(data, overrides)
-    except (ExtendsError, OverrideError) as err:
+        # One bound for every field, free-form ones included, whatever built `data` (spec.yaml_load).
+        check_bounded(data, "the recipe")
+    except (ExtendsError, OverrideError, YamlBoundsError) as err:
         raise RecipeError(f"invalid recipe{f' {path}' if path else ''}: {err}") from None
     data = _absolute_reward_files(data, path)
     problems: list[str] = []

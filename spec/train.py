@@ -18,8 +18,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from spec.yaml_load import BoundedDict
+
 DEFAULT_SYSTEM = "You are a helpful and harmless assistant."
 """The system turn of every rendered conversation unless a row or stage gives its own."""
+
+
+MAX_LOGPROB_DIFF = 0.05
+"""Default bound of the `training_signal` check on an RL stage's mean |log π_train − log π_sampler| per token
+(`evals.training_signal_max_logprob_diff`). Measured on SmolLM2-135M, one GRPO step of 8 rollouts (hf sampler
+in fp32): fp32 training 2.6e-6; bf16-autocast training (`dtype: auto` on a bf16 CPU) 0.022 at T = 0.6 and 0.030
+at T = 1; the training forward without the temperature at T = 0.6: 0.29."""
 
 
 class Settings(BaseModel):
@@ -39,7 +48,7 @@ class DeepSpeedOptions(Settings):
     """Offload optimizer state to CPU memory (ZeRO-Offload; GPU runs only)."""
     master_port: int | None = None
     """torchrun rendezvous port; None picks a free one."""
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: BoundedDict = Field(default_factory=dict)
     """Extra keys merged verbatim into the generated DeepSpeed JSON config."""
 
 
@@ -117,9 +126,9 @@ class GRPOSettings(StageSettings):
     learning_rate: float = Field(default=2e-6, gt=0)
     """AdamW learning rate (the paper: 2e-6; 4e-6 for code; 2.5e-6 for SWE)."""
     temperature: float = Field(default=1.0, gt=0)
-    """Sampling temperature of rollouts."""
+    """Sampling temperature of rollouts; the training forward divides the logits by the same temperature, so its log-probs are those of the distribution that sampled (as verl and TRL do)."""
     top_p: float = Field(default=1.0, gt=0, le=1)
-    """Nucleus sampling threshold of rollouts (1.0 = off)."""
+    """Nucleus sampling threshold of rollouts (1.0 = off). The training log-probs are over the full vocabulary (as in verl and TRL), so below 1 they sit under the sampler's nucleus-renormalised ones by −log(nucleus mass); the recipes' RL stages keep 1."""
     warmup_steps: int = Field(default=0, ge=0)
     """Linear learning-rate warm-up steps (constant afterwards)."""
     kl_coef: float = Field(default=0.0, ge=0)
@@ -132,6 +141,8 @@ class GRPOSettings(StageSettings):
     """token: sum over all tokens / their count (the paper); sequence: mean per rollout, then mean."""
     advantage_transform: Literal["none", "tanh"] = "none"
     """Collapse remedy from the paper: tanh of the group z-score (off by default)."""
+    advantage_std: Literal["population", "sample"] = "population"
+    """The std(r) of the group advantage (r − mean) / std: `population` divides by G, `sample` by G − 1 (torch.std, as verl and TRL compute it; TRL also adds 1e-4). The paper writes std(r); with G = 4, sample std makes every advantage √(3/4) ≈ 0.87 times the population one."""
     dynamic_filtering: bool = False
     """Drop groups whose rewards are all equal (no learning signal), as in IF-RL."""
     refill: bool = False
@@ -139,7 +150,7 @@ class GRPOSettings(StageSettings):
     max_refill_rounds: int = Field(default=2, ge=0)
     """Upper bound on extra sampling rounds per step when refilling."""
     retire_solved_prompts: bool = False
-    """Math RL (the paper): prompts whose G rollouts all scored the same (always or never solved) leave later epochs."""
+    """Math RL (the paper): prompts whose G rollouts all scored the same (always or never solved) leave later epochs. Here they leave for good (kept only while fewer than one step's prompts would remain); the paper's per-epoch removal re-samples removed math prompts later, which is not built."""
     overlong_filtering: bool = True
     """Exclude rollouts truncated at the length budget from the loss (not rewarded 0)."""
     length_schedule: list[tuple[int, int]] = Field(default_factory=list)
@@ -160,7 +171,7 @@ class GRPOSettings(StageSettings):
     """Max rollouts (prompt x generation rows) per sampling batch (hf engine); bounds memory of the KV cache."""
     micro_batch_tokens: int = Field(default=8192, ge=64)
     """Tokens per training micro-batch (forward+backward); gradients accumulate across them."""
-    vllm: dict[str, Any] = Field(default_factory=dict)
+    vllm: BoundedDict = Field(default_factory=dict)
     """vLLM engine options (gpu_memory_utilization, tensor_parallel_size, ...)."""
 
     @field_validator("rollout_engine")
@@ -222,7 +233,7 @@ class RewardSpec(Settings):
     weight: float = Field(default=1.0, ge=0)
     """Weight of this reward in the stage's weighted sum (non-negative: a reward that should push down is
     written as a reward that scores the behaviour low, so its reasons stay readable)."""
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: BoundedDict = Field(default_factory=dict)
     """Keyword options, validated against the reward's own option model (e.g. `mode: loose`); a function's options are its keyword-only parameters with defaults."""
 
     @model_validator(mode="before")

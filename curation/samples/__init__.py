@@ -29,6 +29,8 @@ Design choices:
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -50,14 +52,24 @@ def records(name: str, seed: int = 1234) -> list[Record]:
     return GENERATORS[name](seed)
 
 
-def generate(name: str, path: str | Path, seed: int = 1234) -> Path:
-    """Write generator `name`'s rows to `path` as jsonl (atomically) and return the path."""
+def generate(name: str, path: str | Path, seed: int = 1234, replace: bool = True) -> Path:
+    """Write generator `name`'s rows to `path` as jsonl (atomically) and return the path.
+    `replace=False`: a file already there (another process generated it first) is left as it is."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records(name, seed)]
-    tmp = path.with_name(path.name + ".tmp")
+    # A private temporary name: two processes generating at once never write into one file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    if replace:
+        tmp.replace(path)
+        return path
+    try:
+        os.link(tmp, path)  # create-if-absent, atomically: a file a reader may be hashing is never swapped
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
