@@ -5,6 +5,11 @@ micro-batch and `step()` once per optimizer step, and ask the backend to save or
 model/optimizer/scheduler state. Losses are normalised by the *global* token count of the step
 by the loops, so accumulation over micro-batches and ranks needs no extra scaling here
 (`grad_scale()` tells the loop what DeepSpeed's rank-averaging divides by).
+
+The NaN/inf guard is here, once for every trainer and backend: `backward` refuses a non-finite
+loss before any gradient exists, and each backend's `step` refuses a non-finite gradient norm
+before its optimizer touches the weights (`spec.nonfinite.NonFiniteLossError`; the loop adds the
+stage, the step and the checkpoint to resume from).
 """
 
 from __future__ import annotations
@@ -12,6 +17,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any, Callable
+
+from spec.nonfinite import NonFiniteLossError, check_finite
+
+__all__ = ["Backend", "NonFiniteLossError", "check_finite", "grad_norm", "lr_lambda", "make_optimizer",
+           "native_bf16", "resolve_dtype"]
 
 
 def lr_lambda(total_steps: int, warmup_steps: int, schedule: str = "constant", min_ratio: float = 0.0) -> Callable[[int], float]:
@@ -71,10 +81,18 @@ class Backend:
         return 1.0
 
     def backward(self, loss: Any, last: bool = True) -> None:
+        """Accumulate the gradients of `loss`; a NaN/inf loss raises NonFiniteLossError first."""
+        check_finite(loss)
+        self._backward(loss, last)
+
+    def _backward(self, loss: Any, last: bool) -> None:
         raise NotImplementedError
 
     def step(self) -> float:
-        """Clip, apply the optimizer and scheduler, zero grads; return the pre-clip grad norm."""
+        """Clip, apply the optimizer and scheduler, zero grads; return the pre-clip grad norm.
+
+        A non-finite grad norm raises NonFiniteLossError with the weights left as they were.
+        """
         raise NotImplementedError
 
     def lr(self) -> float:
@@ -103,20 +121,17 @@ class Backend:
         """Whether rollout forwards must run in lockstep across ranks (ZeRO-3 gathers parameters)."""
         return False
 
-    def close(self) -> None:
+    def close(self, aborted: bool = False) -> None:
+        """Release the backend; `aborted` after a failure (other ranks may never reach a barrier)."""
         return None
 
 
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN/inf: the stage stops before the optimizer step, keeping the last checkpoint."""
-
-
-def check_finite(loss: Any, step: int) -> None:
+def grad_norm(params: list[Any]) -> Any:
+    """Total 2-norm of the gradients of `params` (a tensor; 0 when none has a gradient)."""
     import torch
 
-    if not bool(torch.isfinite(loss.detach()).all()):
-        raise NonFiniteLossError(f"non-finite loss ({float(loss.detach())}) at step {step + 1}; stopping before "
-                                 "the optimizer step. The last good checkpoint is kept under checkpoints/.")
+    grads = [p.grad for p in params if p.grad is not None]
+    return torch.nn.utils.get_total_norm(grads, foreach=False) if grads else torch.zeros(())
 
 
 def make_optimizer(model: Any, config: Any) -> Any:

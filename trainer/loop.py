@@ -4,7 +4,9 @@
 checkpoint when resuming), builds the SFT or GRPO trainer, attaches the backend that
 `make_backend(model, trainer)` returns, runs the optimizer steps with periodic checkpoints and
 metrics, then writes the output folder and, last, lineage.json. The torch backend runs it in one
-process; every DeepSpeed rank runs it under torchrun.
+process; every DeepSpeed rank runs it under torchrun. A NaN/inf loss or gradient norm (the
+backend's guard, trainer.backend_api) stops the stage before that step's update: the error names
+the kind, the output folder, the step and the last good checkpoint, which `resume` goes on from.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from spec.lineage import write_record
+from spec.nonfinite import NonFiniteLossError
 from trainer.lineage import build_lineage
 from trainer.metrics import MetricsWriter, format_line
 from trainer.stage import StageResult, result_for
@@ -66,9 +69,15 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
         metrics.resume_from(start)
         if backend.is_main:
             print(f"[{kind}] resumed from {ckpt}", file=sys.stderr)
+    finished = False
     try:
         for step in range(start, trainer.total_steps):
-            values = trainer.train_step(step)
+            try:
+                values = trainer.train_step(step)
+            except NonFiniteLossError as err:
+                last = latest_checkpoint(out)
+                err.locate(step=step + 1, kind=kind, stage=str(out), checkpoint=str(last) if last else None)
+                raise
             metrics.log(step, values)
             if backend.is_main and (step % config.log_every == 0 or step + 1 == trainer.total_steps):
                 print(f"[{kind}] " + format_line(step, trainer.total_steps, values, trainer.progress_keys),
@@ -86,6 +95,7 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
             write_record(out, build_lineage(config, kind, rewards=rewards, summary=summary))
             shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the finished stage supersedes them
         backend.barrier()
+        finished = True
     finally:
-        backend.close()
+        backend.close(aborted=not finished)
     return result_for(out)

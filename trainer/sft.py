@@ -15,7 +15,6 @@ import math
 import time
 from typing import Any
 
-from trainer.backend_api import check_finite
 from trainer.batching import build_batch, target_logprobs
 from trainer.checkpointing import DataOrder
 
@@ -120,7 +119,6 @@ class SFTTrainer:
         for k, batch in enumerate(batches):
             logp, _ = target_logprobs(backend, batch)
             loss = -logp.sum() / n_targets
-            check_finite(loss, step)
             backend.backward(loss * backend.grad_scale(), last=k == len(batches) - 1)
             total_loss += float(loss.detach())
         grad_norm = backend.step()

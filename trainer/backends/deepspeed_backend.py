@@ -7,6 +7,8 @@ The optimizer is a client torch AdamW (`zero_allow_untested_optimizer`), so no f
 compiled; CPU ranks talk over gloo, GPU ranks over NCCL: the same code path runs on both.
 Gradients: the loops normalise losses by the global target count; DeepSpeed averages over ranks,
 so `grad_scale()` multiplies by the world size to make the result the exact global mean.
+NaN/inf: a rank that stops on a NonFiniteLossError leaves its fields in output_dir, and `launch()`
+raises the same error in the calling process (not just "torchrun exit code 1").
 Process tree: on Linux torchrun and every rank get SIGKILL when their parent dies (prctl
 PR_SET_PDEATHSIG), so a `kill -9` of `cascade train` or of a Dagster step takes the whole tree
 down; no orphaned rank goes on writing into output_dir while the run is resumed.
@@ -15,6 +17,7 @@ down; no orphaned rank goes on writing into output_dir while the run is resumed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -23,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.backend_api import Backend, lr_lambda, make_optimizer, resolve_dtype
+from trainer.backend_api import (Backend, NonFiniteLossError, check_finite, grad_norm, lr_lambda, make_optimizer,
+                                 resolve_dtype)
 
 if TYPE_CHECKING:  # ranks import as little as possible before die_with_parent()
     from trainer.stage import StageResult
@@ -68,15 +72,26 @@ class DeepSpeedBackend(Backend):
     def grad_scale(self) -> float:
         return float(self.world_size)
 
-    def backward(self, loss: Any, last: bool = True) -> None:
+    def _backward(self, loss: Any, last: bool) -> None:
         self.engine.set_gradient_accumulation_boundary(last)
         self.engine.backward(loss)
 
     def step(self) -> float:
+        """Under ZeRO (1-3) DeepSpeed computes the grad norm inside `engine.step()` and skips the
+        update when it is NaN/inf (fp32 and bf16 alike), so the check follows the step; without
+        ZeRO it would apply it, so the norm is checked first (the grads are whole on every rank)."""
         self.engine.set_gradient_accumulation_boundary(True)
+        before = None
+        if self.zero_stage == 0:
+            before = grad_norm([p for p in self.model.parameters() if p.requires_grad])
+            check_finite(before, what="gradient norm")
         self.engine.step()
-        norm = self.engine.get_global_grad_norm()
-        return float(norm) if norm is not None else float("nan")
+        norm = self.engine.get_global_grad_norm() if before is None else before
+        norm = float(norm) if norm is not None else float("nan")
+        # fp16 loss scaling skips overflowing steps by design; anywhere else a skip is a NaN/inf.
+        if not self.engine.was_step_applied() and not self.engine.fp16_enabled():
+            raise NonFiniteLossError("gradient norm", norm if not math.isfinite(norm) else math.inf)
+        return norm
 
     def lr(self) -> float:
         return float(self.scheduler.get_last_lr()[0])
@@ -123,11 +138,12 @@ class DeepSpeedBackend(Backend):
         # even when their own rollouts have all stopped.
         return self.zero_stage == 3 and self.world_size > 1
 
-    def close(self) -> None:
+    def close(self, aborted: bool = False) -> None:
         import torch.distributed as dist
 
         if dist.is_initialized():
-            dist.barrier()
+            if not aborted:  # a failed rank exits at once; torchrun then stops the others
+                dist.barrier()
             dist.destroy_process_group()
 
 
@@ -152,6 +168,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _failure_files(out: Path) -> list[Path]:
+    """The NonFiniteLossError records ranks left in `out` (`.nonfinite_rank<R>.json`), lowest rank first."""
+    found = [p for p in out.glob(".nonfinite_rank*.json") if p.stem.removeprefix(".nonfinite_rank").isdigit()]
+    return sorted(found, key=lambda p: int(p.stem.removeprefix(".nonfinite_rank")))
+
+
 def launch(kind: str, config: Any) -> None:
     """Run the stage on `deepspeed.num_processes` torchrun ranks; raise if any rank fails."""
     out = Path(config.output_dir)
@@ -162,6 +184,8 @@ def launch(kind: str, config: Any) -> None:
     home = Path(env.get("CASCADE_HOME", ".cascade"))
     env.setdefault("TORCH_EXTENSIONS_DIR", str(home / "torch_extensions"))  # compiled ops are reused
     env.setdefault("OMP_NUM_THREADS", str(config.torch_threads or 1))
+    for stale in _failure_files(out):
+        stale.unlink()
     n = config.deepspeed.num_processes
     wrapper = [sys.executable, "-m", "trainer.backends.deepspeed_backend", "--exec-under", str(os.getpid())]
     cmd = [*wrapper, sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(n),
@@ -179,6 +203,12 @@ def launch(kind: str, config: Any) -> None:
             proc.wait()
         raise
     if rc != 0:
+        failures = _failure_files(out)
+        if failures:  # a rank stopped on NaN/inf: the same error, here, with the same message
+            fields = json.loads(failures[0].read_text())
+            for path in failures:
+                path.unlink()
+            raise NonFiniteLossError(**fields)
         raise RuntimeError(f"deepspeed {kind} stage failed (torchrun exit code {rc}); see the rank logs above")
     spec.unlink(missing_ok=True)
 
@@ -208,7 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         return DeepSpeedBackend(model, config, trainer.total_steps, trainer.warmup_steps,
                                 getattr(config, "lr_schedule", "constant"), getattr(config, "min_lr_ratio", 0.0))
 
-    execute(kind, config, make, world_size=world, rank=rank)
+    try:
+        execute(kind, config, make, world_size=world, rank=rank)
+    except NonFiniteLossError as err:  # for launch() to raise in the calling process
+        (Path(config.output_dir) / f".nonfinite_rank{rank}.json").write_text(json.dumps(err.fields()))
+        raise
     return 0
 
 

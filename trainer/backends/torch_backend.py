@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.backend_api import Backend, lr_lambda, make_optimizer, resolve_dtype
+from trainer.backend_api import Backend, check_finite, grad_norm, lr_lambda, make_optimizer, resolve_dtype
 from trainer.loop import execute
 from trainer.stage import StageResult
 
@@ -24,19 +24,21 @@ class TorchBackend(Backend):
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(total_steps, warmup_steps, schedule, min_lr_ratio))
 
-    def backward(self, loss: Any, last: bool = True) -> None:
+    def _backward(self, loss: Any, last: bool) -> None:
         loss.backward()
 
     def step(self) -> float:
         import torch
 
         params = [p for p in self.model.parameters() if p.requires_grad]
-        limit = self.max_grad_norm if self.max_grad_norm is not None else float("inf")
-        norm = float(torch.nn.utils.clip_grad_norm_(params, limit, foreach=False))
+        norm = grad_norm(params)
+        check_finite(norm, what="gradient norm")  # before clipping scales the grads by NaN
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grads_with_norm_(params, self.max_grad_norm, norm, foreach=False)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return norm
+        return float(norm)
 
     def lr(self) -> float:
         return float(self.scheduler.get_last_lr()[0])
