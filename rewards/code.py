@@ -22,7 +22,11 @@ The `tests` column is a JSON string (or an already-decoded dict) in one of two f
 - assert: the verdict is computed out of the candidate's reach (rewards.code_judge): the
   solution runs in one sandbox and serves calls; the tests run in another sandbox (the judge)
   against proxies of the solution's functions, and only plain data crosses between them, through
-  this process. `entry_point` (optional) must be defined; assert snippets run in order (a
+  this process. The tests see only the functions the row leaves to the candidate: the
+  `entry_point` and the stubs the prompt declares; builtins, modules and the prompt's helpers
+  are the judge's (rewards.code_names), so a solution cannot redefine `len` or `abs` for the
+  tests. Without an entry point or stubs, the names the tests use but never define are the
+  candidate's. `entry_point` (optional) must be defined; assert snippets run in order (a
   snippet may define helpers, e.g. HumanEval's `def check(candidate): ...` followed by
   `check(add)`). `time_limit_s` is per snippet: the completion's limit is time_limit_s x number
   of snippets.
@@ -32,7 +36,8 @@ What the candidate can reach: its own process (its code, its stdout/stderr, the 
 each call). The expected outputs of stdio cases and the assert tests are never in its process or
 its filesystem; stdio outputs are compared here, asserts in the judge. So exiting 0, printing
 success-looking text, forging objects with a permissive `__eq__`, walking frames, scanning fds
-or patching builtins cannot produce a pass (tests/redteam/test_redteam_code.py tries each).
+or patching builtins cannot produce a pass (tests/redteam/test_redteam_code.py tries each), and
+neither can defining a name the tests call (tests/redteam/test_redteam_code_names.py).
 
 >>> reward = CodeReward()
 >>> tests = '{"kind": "stdio", "cases": [{"input": "2 3\\\\n", "output": "5\\\\n"}]}'
@@ -47,7 +52,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,9 +60,9 @@ from typing import Any
 from curation.chat import final_text
 from rewards.base import Reward, RewardResult
 from rewards.code_judge import JudgePool, judge_asserts
+from rewards.fences import fenced_blocks
 from sandboxes import SandboxJob, SandboxLimits, SandboxPool, SandboxProcess, SandboxResult
 
-_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PY_TAGS = {"python", "py", "python3"}
 
 
@@ -85,7 +89,7 @@ def extract_code(completion: str) -> str:
     'print(3)'
     """
     text = final_text(completion)
-    blocks = [(tag.lower(), body) for tag, body in _FENCE_RE.findall(text)]
+    blocks = [(tag.lower(), body) for tag, body in fenced_blocks(text)]
     tagged = [body for tag, body in blocks if tag in _PY_TAGS]
     if tagged:
         return tagged[-1]
@@ -235,17 +239,18 @@ class CodeReward(Reward):
                 results[i] = RewardResult(0.0, "no_code")
                 continue
             budget = _Budget(self.config.total_time_limit_s)
-            pending.append((i, spec, budget, self._submit(code, spec, budget)))
+            prompt = prompts[i] if i < len(prompts) else None
+            pending.append((i, spec, budget, self._submit(code, spec, budget, prompt)))
         for i, spec, budget, runs in pending:
             results[i] = self._judge(spec, budget, runs)
         return results  # type: ignore[return-value]
 
-    def _submit(self, code: str, spec: dict, budget: _Budget) -> Any:
+    def _submit(self, code: str, spec: dict, budget: _Budget, prompt: Any = None) -> Any:
         """Assert kind: a future of the RewardResult; stdio: [(case, future of its SandboxResult)]."""
         limit = spec["time_limit_s"]
         if spec["kind"] == "assert":
             seconds = min(limit * len(spec["asserts"]), budget.seconds_left() or 0.0)
-            return self.relays.submit(judge_asserts, code, spec, self._open_process, self._judges, seconds)
+            return self.relays.submit(judge_asserts, code, spec, self._open_process, self._judges, seconds, prompt)
         runs = []
         for case in spec["cases"]:
             job = SandboxJob(code, case.get("input", ""), self._limits(limit))

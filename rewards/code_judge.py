@@ -8,9 +8,12 @@ filesystem), talking only through this host process, by lines of plain data:
                function and carries the arguments; the reply is the return value, or the
                exception's type name, as plain data (rewards.code_wire).
     judge      runs the dataset's test snippets (asserts, HumanEval's `check(candidate)`) in a
-               namespace where every function the solution defines is a proxy: calling it sends
-               the arguments to the candidate through the host and returns the decoded value.
-               The judge alone decides pass or fail and says so on its own channel.
+               namespace it builds from the row (rewards.code_names): builtins, modules and the
+               prompt's helpers are the judge's; only the entry point (and the prompt's stubs)
+               are proxies: calling one sends the arguments to the candidate through the host
+               and returns the decoded value. A function the candidate declares under any other
+               name (`len`, `abs`, `math`, `check`, a helper) never reaches the tests. The
+               judge alone decides pass or fail and says so on its own channel.
 
 What the candidate can see: its own code, the arguments of each call as they come. What it
 cannot: the tests, the expected values, the judge's process, objects or channel. Only builtin
@@ -21,10 +24,12 @@ or `sys.modules` all act on the candidate's own process and can only make its ca
 A new hack against this design is one new test in tests/redteam/, not a redesign: whatever the
 candidate does, the judge only ever receives values.
 
-Stated limits: a test that compares against another function the solution defines (HumanEval 32
-checks `find_zero` with the solution's own `poly`) trusts that function, as the dataset asks;
-arguments are copies, so a test that checks the candidate mutated its input in place cannot
-pass; a solution whose functions return non-plain objects (classes, generators) fails.
+Stated limits: a helper the prompt declares as a stub (signature and docstring only) is the
+candidate's, so a test that checks one stub against another trusts both; a test that names a
+function the prompt does not declare (with an entry point given) fails with NameError; a
+call that raises StopIteration is a failed call, not the exception; arguments are copies, so a
+test that checks the candidate mutated its input in place cannot pass; a solution whose
+functions return non-plain objects (classes, generators) fails.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import time
 from typing import Any, Callable
 
 from rewards.base import RewardResult
+from rewards.code_names import judge_bindings
 from rewards.code_wire import program_prelude
 
 _CHANNEL = r'''
@@ -63,7 +69,7 @@ def _cascade_channel():
 
 _SERVER = r'''
 def _cascade_serve(code):
-    import json as _json, os as _os, types as _types
+    import json as _json, os as _os
     requests, reply = _cascade_channel()
     encode_, exit_ = encode, _os._exit
 
@@ -73,20 +79,8 @@ def _cascade_serve(code):
     except BaseException as err:
         reply({"load_error": type(err).__name__, "detail": str(err)[:300]})
         exit_(0)
-    functions, modules, values = [], {}, {}
-    for name, value in list(namespace.items()):
-        if name.startswith("__"):
-            continue
-        if isinstance(value, _types.ModuleType):
-            modules[name] = value.__name__
-        elif callable(value):
-            functions.append(name)
-        else:
-            try:
-                values[name] = encode_(value)
-            except Exception:
-                pass
-    reply({"ready": sorted(functions), "modules": modules, "values": values})
+    functions = sorted(name for name, value in namespace.items() if not name.startswith("__") and callable(value))
+    reply({"ready": functions})
     while True:
         line = requests.readline()
         if not line:
@@ -125,7 +119,7 @@ def _cascade_judge():
 
 
 def _judge_one(job, requests, send):
-    import builtins as _builtins, importlib as _importlib, json as _json, os as _os, sys as _sys
+    import builtins as _builtins, importlib as _importlib, json as _json, os as _os
     import traceback as _tb
 
     def call(name, args, kwargs):
@@ -146,8 +140,11 @@ def _judge_one(job, requests, send):
             except WireError as err:
                 raise CandidateFailure("%s returned something that is not plain data: %s" % (name, err))
         if "raise" in answer:
+            # The exception's name is the candidate's: only a builtin Exception that cannot end a
+            # test early (StopIteration inside `all(map(candidate, xs))` would skip the asserts).
             kind = getattr(_builtins, str(answer["raise"]), None)
-            if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, AssertionError):
+            if (isinstance(kind, type) and issubclass(kind, Exception)
+                    and not issubclass(kind, (AssertionError, StopIteration, StopAsyncIteration))):
                 raise kind(answer.get("detail", ""))
             raise CandidateFailure("%s raised %s" % (name, answer["raise"]))
         raise CandidateFailure("%s: %s" % (name, answer.get("bad_value") or answer.get("error") or "no answer"))
@@ -159,23 +156,23 @@ def _judge_one(job, requests, send):
         return function
 
     namespace = {"__name__": "__judge__", "__builtins__": _builtins}
-    # The solution's module-level imports and constants, so tests that use them still run; only
-    # standard-library modules, never shadowing a builtin, and values as plain data.
-    for name, module in job["modules"].items():
-        if hasattr(_builtins, name) or str(module).split(".")[0] not in _sys.stdlib_module_names:
-            continue
+    # Names come from the row and the judge, never from what the candidate declares
+    # (rewards.code_names): the prompt's imports, constants and helpers, then stdlib modules the
+    # tests use unimported; only the names the row leaves to the candidate are its proxies.
+    for index, source in enumerate(job["prelude"]):
         try:
-            namespace[name] = _importlib.import_module(module)
+            exec(compile(source, "<prompt %d>" % index, "exec"), namespace)
         except Exception:
             pass
-    for name, value in job["values"].items():
-        if not hasattr(_builtins, name):
+    for name in job["modules"]:
+        if name not in namespace:
             try:
-                namespace[name] = decode(value)
-            except WireError:
+                namespace[name] = _importlib.import_module(name)
+            except Exception:
                 pass
-    for name in job["functions"]:
-        namespace[name] = proxy(name)
+    for name in job["proxies"]:
+        if name in job["functions"]:
+            namespace[name] = proxy(name)
     entry = job.get("entry_point")
     if entry is not None and entry not in job["functions"]:
         return {"verdict": "missing_entry_point", "detail": "entry point %r is not defined" % entry}
@@ -252,11 +249,12 @@ def _status_failure(result: Any, who: str) -> RewardResult:
 
 
 def judge_asserts(code: str, spec: dict, open_process: Callable[[str, float], Any], judges: JudgePool,
-                  seconds: float) -> RewardResult:
+                  seconds: float, prompt: Any = None) -> RewardResult:
     """The verdict of `code` against an assert-kind `spec`, within `seconds` of wall time.
 
     `open_process(program, lifetime_s)` starts a sandboxed line-talking process
-    (sandboxes.SandboxProcess with the verifier's limits); `judges` lends the judge.
+    (sandboxes.SandboxProcess with the verifier's limits); `judges` lends the judge; `prompt` is
+    the row's prompt, which says which names the candidate supplies (rewards.code_names).
     """
     deadline = time.monotonic() + seconds
 
@@ -277,8 +275,7 @@ def judge_asserts(code: str, spec: dict, open_process: Callable[[str, float], An
         reusable = False
         try:
             judge.send(json.dumps({"entry_point": spec.get("entry_point"), "snippets": list(spec["asserts"]),
-                                   "functions": hello.get("ready", []), "modules": hello.get("modules", {}),
-                                   "values": hello.get("values", {})}).encode())
+                                   "functions": hello.get("ready", []), **judge_bindings(prompt, spec)}).encode())
             verdict, reusable = _relay(candidate, judge, left, seconds)
             return verdict
         finally:

@@ -6,11 +6,15 @@ the text" fallback: it would reward guessing. Guarantees (a policy optimises wha
 - Only the text after the last `</think>` counts. A think block left open (`<think>` with
   no `</think>` after it) has no final text: `no_boxed_answer`, never a box from the
   reasoning. A truncated last box is no answer either.
-- One answer: several boxes pay only when every distinct one is equivalent to the reference
-  (`x = \\boxed{1/2} = \\boxed{0.5}`); a disagreeing box makes it `multiple_answers`, as
-  do more than `MAX_DISTINCT_BOXES` distinct boxes (unchecked), so hedging with
-  `\\boxed{1}...\\boxed{9}` never covers the answer. Boxes differing only in whitespace are
-  one; empty boxes (a format note's `\\boxed{}`) are ignored unless nothing else is boxed.
+- One answer: the last box of the final text, as verl's `last_boxed_only_string`
+  (verl/utils/reward_score/math.py) takes it and math-verify's `extract_target_from_pred`
+  tries the rightmost match first (it also joins boxes listed as `\\boxed{1}, \\boxed{2}`
+  into one set answer; here only the last counts), so an honest
+  self-correction (`\\boxed{3}, or rather \\boxed{4}`) is paid for 4. Spraying boxes
+  earns nothing: only the last one counts, exactly as if it were the only one. Empty boxes (a
+  format note's `\\boxed{}`) are skipped unless nothing else is boxed. One deliberate
+  difference from verl (whose `rfind` takes the innermost box): a last box that holds another
+  box (`\\boxed{\\boxed{3}}`, thousands deep) is `nested_boxes`, rejected unchecked.
 - No paying for the question: when the prompt is given, a boxed expression with an operator
   (`2^{10}`, `\\binom{10}{3}`, `(x+1)^2`) copied from the prompt scores
   `restates_question` unless it is written exactly as the reference; math-verify would
@@ -51,7 +55,6 @@ _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _TOKEN_RE = re.compile(r"[^\s${}]+")
 _BRACE_RE = re.compile(r"[{}]")
 _DELIMITERS = ("$", "\\(", "\\[", "\\boxed", "\\fbox")
-MAX_DISTINCT_BOXES = 4
 MAX_ANSWER_CHARS = 200_000
 # An operator between operands, or an operation command: the expression is not yet a value.
 _UNEVALUATED_RE = re.compile(r"(?<=[\w})\]|])\s*[-+*^!]|\\(?:cdot|times|div|[dt]?binom|choose|sum|prod|int|lim"
@@ -59,9 +62,9 @@ _UNEVALUATED_RE = re.compile(r"(?<=[\w})\]|])\s*[-+*^!]|\\(?:cdot|times|div|[dt]
 _SQUASH_RE = re.compile(r"\s+|\$|[{}]|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[,;:! ]")
 
 
-def _boxes_from_last(text: str) -> Iterator[str | None]:
-    """Content of every box, last first; None for an unterminated one. Braces are matched
-    in one linear pass (`\\{` and `\\}` are escaped, not braces)."""
+def _top_boxes(text: str) -> Iterator[tuple[str | None, bool]]:
+    """(content, holds another box) of every top-level box in order; content None for an
+    unterminated one. Braces are matched in one linear pass (`\\{` and `\\}` are escaped)."""
     matches = list(_BOX_RE.finditer(text))
     closing: dict[int, int] = {}
     stack: list[int] = []
@@ -72,54 +75,57 @@ def _boxes_from_last(text: str) -> Iterator[str | None]:
                 stack.append(j)
             elif stack:
                 closing[stack.pop()] = j
-    for match in reversed(matches):
-        i = match.end()
+    k = 0
+    while k < len(matches):
+        i = matches[k].end()
         while i < len(text) and text[i] == " ":
             i += 1
         if i < len(text) and text[i] == "{":
-            yield text[i + 1:closing[i]].strip() if i in closing else None
+            end = closing.get(i, len(text))
+            content = text[i + 1:end].strip() if i in closing else None
         else:
             token = _TOKEN_RE.match(text, i)  # `\boxed 7$`: one token
-            yield token.group(0) if token else None
+            end, content = (token.end(), token.group(0)) if token else (i, None)
+        k += 1
+        nested = False
+        while k < len(matches) and matches[k].start() < end:  # boxes inside this one
+            nested, k = True, k + 1
+        yield content, nested
+
+
+def final_box(text: str) -> tuple[str | None, str | None]:
+    """(the answer, None), or (None, why there is none): the content of the last top-level box
+    of `text` (see module docstring). Linear in the text.
+
+    >>> final_box(r"It is \\boxed{3}, or rather \\boxed{ 4 }."), final_box(r"\\boxed{1} \\boxed{2")
+    (('4', None), (None, 'no_boxed_answer'))
+    >>> final_box(r"So \\boxed{4}. Format: \\boxed{}"), final_box(r"\\boxed{}"), final_box(r"\\boxed{\\boxed{3}}")
+    (('4', None), ('', None), (None, 'nested_boxes'))
+    """
+    last: tuple[str | None, bool] | None = None
+    for content, nested in _top_boxes(text):
+        if content or last is None or content is None or last[0] == "":
+            last = (content, nested)
+    if last is None or last[0] is None:
+        return None, "no_boxed_answer"
+    return (None, "nested_boxes") if last[1] else (last[0], None)
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` / `\\fbox{...}` / `\\boxed x` in `text`, or None.
-
-    Nested braces are balanced; an unterminated last box (a truncated completion) is None.
+    """Content of the last box of `text` (`\\boxed{...}`, `\\fbox{...}`, `\\boxed x`), or None
+    (none, an unterminated last box, or a box inside the last box).
 
     >>> last_boxed(r"so \\boxed{1} or rather \\boxed{\\frac{1}{2}}.")
     '\\\\frac{1}{2}'
     >>> last_boxed(r"$\\boxed 7$"), last_boxed("no box"), last_boxed(r"\\boxed{\\frac{1}{2}")
     ('7', None, None)
     """
-    return next(_boxes_from_last(text), None)
+    return final_box(text)[0]
 
 
 def answer_text(completion: str) -> str:
     """The scored text: after the last `</think>`; empty when a think block is left open."""
     return "" if completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE) else final_text(completion)
-
-
-def final_boxes(text: str, limit: int = MAX_DISTINCT_BOXES) -> list[str] | None:
-    """The distinct boxed answers of `text`, last first (at most `limit` + 1 of them); None
-    when nothing is boxed or the last box is unterminated. Linear: the scan stops past
-    `limit` distinct boxes (nested boxes are all distinct, so deep nesting stops early).
-
-    >>> final_boxes(r"\\boxed{1} or \\boxed{ 2 } or \\boxed{2}"), final_boxes(r"\\boxed{1} \\boxed{2")
-    (['2', '1'], None)
-    >>> final_boxes(r"format: \\boxed{}. So \\boxed{4}"), final_boxes(r"\\boxed{}")
-    (['4'], [''])
-    """
-    seen: dict[str, str] = {}
-    for n, content in enumerate(_boxes_from_last(text)):
-        if content is None and n == 0:
-            return None  # a truncated last box: no final answer
-        if content is not None:
-            seen.setdefault(re.sub(r"\s+", "", content), content)
-            if len(seen) - ("" in seen) > limit:
-                break
-    return ([content for key, content in seen.items() if key] or [""]) if seen else None
 
 
 def restates_question(boxed: str, prompt: Any, reference: str) -> bool:
@@ -291,43 +297,30 @@ class MathReward(Reward):
         if answers is None:
             return [RewardResult(0.0, "missing_column:answer", True) for _ in completions]
         results: list[RewardResult | None] = [None] * len(completions)
-        pending: dict[int, list[tuple[str, str]]] = {}  # completion -> its checks (deduped: G rollouts agree)
+        pending: dict[int, tuple[str, str]] = {}  # completion -> its check (deduped: G rollouts agree)
         for i, completion in enumerate(completions):
             answer = answers[i] if isinstance(answers, (list, tuple)) else answers
             if answer is None or not str(answer).strip():
                 results[i] = RewardResult(0.0, "missing_reference", True)
                 continue
             text = answer_text(completion)
-            boxes = final_boxes(text) if len(text) <= MAX_ANSWER_CHARS else None
+            boxed, why_not = final_box(text) if len(text) <= MAX_ANSWER_CHARS else (None, None)
             if len(text) > MAX_ANSWER_CHARS:
                 results[i] = RewardResult(0.0, "answer_too_long", detail=f"{len(text)} characters")
-            elif boxes is None:
+            elif boxed is None:
                 left_open = completion.rfind(THINK_OPEN) > completion.rfind(THINK_CLOSE)
-                results[i] = RewardResult(0.0, "no_boxed_answer", detail="think block left open" if left_open else None)
-            elif len(boxes) > MAX_DISTINCT_BOXES:
-                results[i] = RewardResult(0.0, "multiple_answers", detail=f"over {MAX_DISTINCT_BOXES} distinct boxes")
-            elif any(restates_question(b, prompts[i] if i < len(prompts) else None, str(answer)) for b in boxes):
+                results[i] = RewardResult(0.0, why_not or "no_boxed_answer",
+                                          detail="think block left open" if left_open else None)
+            elif restates_question(boxed, prompts[i] if i < len(prompts) else None, str(answer)):
                 results[i] = RewardResult(0.0, "restates_question")
             else:
-                pending[i] = [(reference_latex(str(answer)), f"\\boxed{{{b}}}") for b in reversed(boxes)]
-        keys = list(dict.fromkeys(key for checks in pending.values() for key in checks))
+                pending[i] = (reference_latex(str(answer)), f"\\boxed{{{boxed}}}")
+        keys = list(dict.fromkeys(pending.values()))
         verdicts = dict(zip(keys, self.pool.map(keys) if keys else []))
-        for i, checks in pending.items():
-            results[i] = _combine([verdicts[key] for key in checks])
+        for i, key in pending.items():
+            reason, detail = verdicts[key]
+            results[i] = RewardResult(1.0 if reason == "correct" else 0.0, reason, reason in _INFRA_REASONS, detail)
         return [r for r in results if r is not None]
-
-
-def _combine(verdicts: list[tuple[str, str | None]]) -> RewardResult:
-    """One result from the verdicts of a completion's distinct boxes: all must be correct."""
-    if len(verdicts) == 1:
-        reason, detail = verdicts[0]
-        return RewardResult(1.0 if reason == "correct" else 0.0, reason, reason in _INFRA_REASONS, detail)
-    if all(reason == "correct" for reason, _ in verdicts):
-        return RewardResult(1.0, "correct", detail=f"{len(verdicts)} equivalent boxed answers")
-    for reason, detail in verdicts:
-        if reason in _INFRA_REASONS and reason != "timeout":  # a bad reference or a crash is ours
-            return RewardResult(0.0, reason, True, detail)
-    return RewardResult(0.0, "multiple_answers", detail=",".join(reason for reason, _ in verdicts))
 
 
 # Our failures, not the model's: a bad reference, a crashed or stuck verifier.

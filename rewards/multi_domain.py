@@ -7,12 +7,16 @@ three rewards is the row's own reward) when the row carries a `domain` column.
 
 - `mcqa`: the chosen letter must equal the row's `answer`. A letter counts only when declared
   (`Answer: B`, `The answer is (B)`, `\\boxed{B}`) or when the whole answer is the letter
-  (`B`, `(B)`, `**B.**`); declaring several different letters (`A or B`, `Answer: A` then
-  `Answer: C`, `A, B, C, D`) scores 0 (`multiple_answers`), so hedging never pays.
+  (`B`, `(B)`, `**B.**`). The last declaration is the answer, as the math reward's last box
+  (`Answer: A ... no, Answer: C` is C): repeating declarations earns what the last one alone
+  earns. One declaration of several letters (`A or B`, `A, B, C, D`) scores 0
+  (`multiple_answers`), so hedging never pays. Letters are capitals (or `(b)`), so prose like
+  "the answer is a bit subtle" declares nothing.
 - `structured_output`: the whole answer (optionally one ```json fence) must parse as JSON and
   validate against the row's `json_schema` with the `jsonschema` library (Draft 2020-12). JSON
   inside prose, duplicate keys and NaN/Infinity are rejected; extra keys and wrong types fail
-  when the schema says so (our samples set `additionalProperties: false`).
+  when the schema says so (our samples set `additionalProperties: false`). A schema whose
+  `$ref` points outside itself (a URL, a file) is `bad_schema`: nothing is fetched.
 - `tool_call`: exactly one `<tool_call>{"name", "arguments"}</tool_call>` block whose name equals
   the reference's and whose arguments, parsed as JSON, equal the reference's arguments with
   strict types (`1` is not `true` nor `"1"`; arguments given as a JSON string score 0).
@@ -32,9 +36,10 @@ from rewards.base import Reward, RewardResult
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 LETTERS = "ABCDEFGHIJ"
+# Letters are capitals (or a lowercase one in parentheses): "the answer is a bit subtle" is prose.
 _DECLARED = re.compile(
-    r"(?:\banswer\b(?:\s+is)?\s*[:：]?|\\boxed\{)\s*\**\s*"
-    r"((?:\(?[A-J]\)?(?![A-Za-z0-9])[\s,/&]*(?:\b(?:and|or)\b\s*)?)+)", re.IGNORECASE)
+    r"(?:\b(?i:answer)\b(?:\s+(?i:is))?\s*[:：]?|\\boxed\{)\s*\**\s*"
+    r"((?:(?:\([A-Ja-j]\)|\(?[A-J]\)?)(?![A-Za-z0-9])[\s,/&]*(?:\b(?i:and|or)\b\s*)?)+)")
 _LETTER = re.compile(r"(?<![A-Za-z])([A-J])(?![A-Za-z])")
 _ALONE = re.compile(r"^[\s*_`]*\(?\s*([A-J])\s*[).:]?[\s*_`.]*$")
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
@@ -79,9 +84,10 @@ class _DomainReward(Reward):
 
 def chosen_letter(answer: str) -> tuple[str | None, str]:
     """(letter, reason): the one letter the answer commits to, or None with why not."""
-    declared = set()
-    for match in _DECLARED.finditer(answer):
-        declared |= {m.upper() for m in _LETTER.findall(match.group(1).upper())}
+    last = None
+    for last in _DECLARED.finditer(answer):
+        pass  # the last declaration is the answer: an honest self-correction is paid
+    declared = set(_LETTER.findall(last.group(1).upper())) if last else set()
     if not declared:
         alone = _ALONE.match(answer)
         declared = {alone.group(1)} if alone else set()
@@ -124,7 +130,10 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def strict_json(text: str) -> Any:
     """`json.loads` that rejects duplicate keys and NaN/Infinity (ValueError)."""
-    return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 class StructuredOutputReward(_DomainReward):
@@ -136,11 +145,15 @@ class StructuredOutputReward(_DomainReward):
     def _reference(self, row: dict[str, Any]) -> Any:
         import jsonschema
 
+        from referencing import Registry
+
         try:
             schema = json.loads(row.get("json_schema") or "")
-            validator = jsonschema.Draft202012Validator(schema)
+            _local_refs_only(schema)
+            # An empty registry: nothing is ever fetched (a `$ref` to a URL or a file).
+            validator = jsonschema.Draft202012Validator(schema, registry=Registry())
             validator.check_schema(schema)
-        except (ValueError, jsonschema.SchemaError) as err:
+        except (ValueError, RecursionError, jsonschema.SchemaError) as err:
             return RewardResult(0.0, "bad_schema", True, str(err)[:200])
         return validator
 
@@ -152,10 +165,27 @@ class StructuredOutputReward(_DomainReward):
             value = strict_json(text)
         except ValueError as err:
             return RewardResult(0.0, "not_json", detail=str(err)[:200])
-        error = next(iter(validator.iter_errors(value)), None)
+        try:
+            error = next(iter(validator.iter_errors(value)), None)
+        except RecursionError:  # a recursive schema over a deeply nested answer
+            return RewardResult(0.0, "schema_violation", detail="nested too deeply")
         if error is not None:
             return RewardResult(0.0, "schema_violation", detail=error.message[:200])
         return RewardResult(1.0, "valid")
+
+
+def _local_refs_only(schema: Any) -> None:
+    """ValueError for a `$ref`/`$dynamicRef` that is not a fragment of the schema itself."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in ("$ref", "$dynamicRef"):
+                if key in node and not str(node[key]).startswith("#"):
+                    raise ValueError(f"{key} {str(node[key])[:80]!r} is not local to the schema")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -203,6 +233,10 @@ class ToolCallReward(_DomainReward):
             return RewardResult(0.0, "wrong_tool", detail=str(call["name"])[:80])
         if not isinstance(call["arguments"], dict):
             return RewardResult(0.0, "arguments_not_object")
-        if not same_json(call["arguments"], ref_args):
+        try:
+            same = same_json(call["arguments"], ref_args)
+        except RecursionError:
+            same = False
+        if not same:
             return RewardResult(0.0, "wrong_arguments")
         return RewardResult(1.0, "correct")

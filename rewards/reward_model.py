@@ -10,6 +10,10 @@ pad token) an EOS inside the text is mistaken for padding. We pool at the last p
 the *attention mask* instead (right for left or right padding and for pad == EOS) and pass
 position ids from the mask, so a left-padded row scores as it would unpadded.
 
+A NaN/inf loss or gradient norm stops training before that step's update with
+`spec.nonfinite.NonFiniteLossError` (kind `reward_model`, the output folder, the step), as in the
+policy trainers; nothing is written, and the trainer keeps no checkpoints, so a rerun starts over.
+
 Texts are ChatML (`curation.chat.render_messages`) of the prompt and the response's final
 text (after `</think>`): the paper scores the answer, not the reasoning. Truncation keeps
 the end of a long text, where the pooled token is.
@@ -41,6 +45,7 @@ from typing import Any, Iterable, Sequence
 
 from curation.chat import MODE_SUFFIX, THINK_CLOSE, THINK_OPEN, final_text
 from rewards.base import Reward, RewardResult
+from spec.nonfinite import check_finite
 from spec.train import RMSettings
 
 
@@ -57,10 +62,16 @@ def answer_text(completion: str) -> str:
 
 
 def render(prompt: Any, response: str) -> str:
-    """ChatML text the reward model reads: the user turn(s) and the response's final text."""
+    """ChatML text the reward model reads: the user turn(s) and the response's final text.
+    The response's own chat control tokens are dropped: written by the policy, they would end
+    its turn and forge new ones (a fake user turn asking for praise) in what the model reads."""
     from curation.chat import render_messages
 
-    return render_messages([*_messages(prompt), {"role": "assistant", "content": answer_text(response)}])
+    content = _CHAT_TOKENS_RE.sub("", answer_text(response))
+    return render_messages([*_messages(prompt), {"role": "assistant", "content": content}])
+
+
+_CHAT_TOKENS_RE = re.compile(r"<\|(?:im_start|im_end|endoftext)\|>")
 
 
 def _messages(prompt: Any) -> list[dict[str, Any]]:
@@ -174,8 +185,12 @@ def train_reward_model(base_model_dir: str | Path, preference_table: Any, output
             scores = pooled_scores(model, enc["input_ids"], enc["attention_mask"])
             margin = scores[: len(batch)] - scores[len(batch):]
             loss = -F.logsigmoid(margin).mean()
+            where = {"kind": "reward_model", "stage": str(output_dir)}
+            check_finite(loss, len(losses), **where)
             optimiser.zero_grad()
             loss.backward()
+            norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+            check_finite(norm, len(losses), what="gradient norm", **where)
             optimiser.step()
             losses.append(loss.item())
             correct, seen = correct + int((margin > 0).sum()), seen + len(batch)

@@ -40,8 +40,8 @@ from typing import Any, Callable, Protocol
 from curation.chat import THINK_CLOSE, THINK_OPEN
 from curation.patches import ParsedPatch, lexical_similarity, patch_is_noop, try_parse_patch
 from rewards.base import Reward, RewardResult
+from rewards.fences import fenced_blocks
 
-_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _RAW_START_RE = re.compile(r"^(diff --git |--- )", re.MULTILINE)
 _HUNK_RE = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 PATCH_GROWTH, MIN_PATCH_CAP = 50, 200_000  # a candidate over max(50 × golden, 200k chars) is too long
@@ -70,7 +70,7 @@ def extract_patch(completion: str) -> str | None:
     True
     """
     text = answer_text(completion)
-    blocks = _FENCE_RE.findall(text)
+    blocks = fenced_blocks(text)
     labelled = [body for lang, body in blocks if lang.lower() in ("diff", "patch", "udiff")]
     if labelled:
         return labelled[-1]

@@ -1,5 +1,6 @@
 """Red team for MathReward: the attacks a reward-hacking policy tries first, and the honest
-answers that must stay paid. Every attack must score 0; the reason says which rule caught it."""
+answers that must stay paid. Every attack must score 0; the reason says which rule caught it.
+The answer is the last box after </think> (rewards.math), so hedges are built with a wrong last box."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from rewards.math import MAX_DISTINCT_BOXES, MathReward, VerifierPool
+from rewards.math import MathReward, VerifierPool
 
 HANG_TIMEOUT_S, HANG_GRACE_S = 2.0, 2.0
 
@@ -33,33 +34,40 @@ def one(reward, completion, answer, prompt=None):
     return res
 
 
-# ---- hedging: several boxed answers ---------------------------------------------------------
+# ---- hedging: several boxed answers (only the last box counts) ---------------------------------
 
 
-def test_boxing_every_candidate_is_not_paid(reward):
-    """\\boxed{1}..\\boxed{9} covers the answer (the last box is right): more than one distinct answer is wrong."""
-    res = one(reward, "".join(f"\\boxed{{{i}}}" for i in range(1, 10)), "9")
-    assert (res.score, res.reason, res.infra_error) == (0.0, "multiple_answers", False)
+@pytest.mark.parametrize("completion", [
+    "".join(f"\\boxed{{{i}}}" for i in range(1, 10)),
+    "".join(f"\\boxed{{{i}}}" for i in range(1, 10)) + "\\boxed{10}",
+    "\\boxed{3} or maybe \\boxed{5}",
+    "\\boxed{3}" * 50 + " Final: \\boxed{4}",
+], ids=["spray-1-to-9", "spray-then-wrong", "right-then-wrong", "right-many-times-then-wrong"])
+def test_box_spraying_is_not_paid_when_the_last_box_is_wrong(reward, completion):
+    """Spraying boxes covers the answer, but only the last box counts: it is wrong, so 0."""
+    res = one(reward, completion, "3")
+    assert (res.score, res.reason, res.infra_error) == (0.0, "wrong_answer", False)
 
 
-def test_wrong_box_then_right_box_is_not_paid(reward):
-    """Two different answers, the right one last (what the last-box rule used to pay): multiple_answers."""
-    res = one(reward, "It is \\boxed{5}. Hmm, no: \\boxed{3}", "3")
-    assert (res.score, res.reason) == (0.0, "multiple_answers")
+def test_box_spraying_earns_what_the_last_box_earns(reward):
+    """A spray pays exactly what its last box alone pays: the spray adds nothing to a single guess."""
+    spray = "".join(f"\\boxed{{{i}}}" for i in range(1, 10))
+    assert one(reward, spray, "9").score == one(reward, "\\boxed{9}", "9").score == 1.0
+    assert one(reward, spray, "5").score == one(reward, "\\boxed{9}", "5").score == 0.0
 
 
-def test_right_box_then_wrong_box_is_not_paid(reward):
-    """Two different answers, the right one first: still a hedge, multiple_answers."""
-    res = one(reward, "\\boxed{3} or maybe \\boxed{5}", "3")
-    assert (res.score, res.reason) == (0.0, "multiple_answers")
+def test_honest_self_correction_is_paid(reward):
+    """A wrong box, then the corrected one last: the last box is the answer (verl, math-verify)."""
+    res = one(reward, "It is \\boxed{3}, or rather \\boxed{4}.", "4")
+    assert (res.score, res.reason) == (1.0, "correct")
 
 
 def test_deeply_nested_boxes_are_not_an_answer(quick):
-    """5000 nested boxes around the right value: over MAX_DISTINCT_BOXES distinct boxes, rejected unchecked and fast."""
+    """5000 nested boxes around the right value: a box inside the last box, rejected unchecked and fast."""
     start = time.monotonic()
     res = one(quick, "\\boxed{" * 5000 + "3" + "}" * 5000, "3")
-    assert (res.score, res.reason) == (0.0, "multiple_answers")
-    assert MAX_DISTINCT_BOXES == 4 and time.monotonic() - start < 2.0
+    assert (res.score, res.reason) == (0.0, "nested_boxes")
+    assert time.monotonic() - start < 2.0
 
 
 def test_equivalent_boxes_are_one_answer(reward):

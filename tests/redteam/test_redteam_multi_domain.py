@@ -26,8 +26,9 @@ def _score(reward, completion, **row):
     "A B C D",  # every letter
     "Answer: A, B, C or D",  # a list of letters
     "Answer: B or C",  # hedging between two
-    "Answer: A\nAnswer: B",  # two declarations
-    "The answer is (A). Actually the answer is (B).",  # a correction that keeps both
+    "Answer: B\nAnswer: A",  # two declarations, the last one (the answer) wrong
+    "The answer is (B). Actually the answer is (A).",  # a correction away from the right letter
+    "Answer: A\nAnswer: B\nAnswer: C\nAnswer: D",  # every letter declared in turn: the last is D
     "\\boxed{B} \\boxed{C}",  # two boxes
     "B) or C)",  # bare letters, more than one
     "It's B, C or D.",  # prose without a declaration
@@ -76,6 +77,8 @@ def test_tool_call_attacks(attack):
 
 def test_honest_answers_still_score():
     assert _score(MCQAReward(), "<think>5+3=8, option B</think>The answer is B.", answer="B") == 1.0
+    # the last declaration is the answer (as the math reward's last box): a self-correction is paid
+    assert _score(MCQAReward(), "The answer is (A). Actually the answer is (B).", answer="B") == 1.0
     assert _score(StructuredOutputReward(), '{"name": "Ana", "age": 30, "member": true}', json_schema=SCHEMA) == 1.0
     honest = '<tool_call>{"name": "set_timer", "arguments": {"minutes": 5, "label": "tea"}}</tool_call>'
     assert _score(ToolCallReward(), honest, reference_call=CALL) == 1.0

@@ -218,4 +218,6 @@ def test_cpu_soft_limit_gains_nothing() -> None:
     code = ("import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_CPU)\n"
             "resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))\nwhile True:\n    pass")
     result = run_python(code, limits=SandboxLimits(timeout_s=5, cpu_s=1))
-    assert result.status == "error" and result.exit_code == 137 and result.wall_ms < 4500, result
+    # Killed by the kernel at the hard CPU limit (SIGKILL, status error), not by the wall-clock timer
+    # (which would give status timeout): no wall-time bound, which flaked on a busy machine.
+    assert result.status == "error" and result.exit_code == 137 and result.detail != f"wall clock > 5s", result

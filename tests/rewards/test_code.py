@@ -185,7 +185,9 @@ def test_humaneval_canonical_pass_and_mutants_fail(reward: CodeReward) -> None:
             completions.append(fenced(code))
             tests.append(_assert_tests(p))
             labels.append((p["task_id"], kind, code, p))
-    results = reward.score([None] * len(completions), completions, tests=tests)
+    # The row's prompt says which names are the candidate's (the entry point) and which the row's
+    # own (its imports and helpers: HumanEval 10, 32, 38, 50 call one).
+    results = reward.score([lab[3]["prompt"] for lab in labels], completions, tests=tests)
     assert not [r for r in results if r.infra_error]
     canonical_fail = [(lab[0], r) for lab, r in zip(labels, results) if lab[1] == "canonical" and r.score != 1.0]
     assert canonical_fail == []
