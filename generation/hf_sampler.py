@@ -55,14 +55,20 @@ def seeded(seed: int | None, device: Any = None) -> Iterator[None]:
         yield
 
 
+GREEDY_BELOW = 1e-5
+"""Temperatures below this decode greedily (vLLM's own threshold, so both engines agree)."""
+
+
 def sample_next(logits: Any, temperature: float, top_p: float = 1.0, draw: str = "multinomial") -> tuple[Any, Any]:
     """One token per row from `logits / temperature`, restricted to the top-p nucleus.
 
     Returns the tokens and their log-probs under that processed distribution (what the
-    sampler drew from). Temperature 0 is greedy decoding: the argmax, with its log-prob under
-    the unscaled distribution (top-p does not apply), as vLLM reports it. `draw`: see DRAWS.
+    sampler drew from: after temperature, renormalised over the nucleus when top_p < 1, as
+    vLLM's `processed_logprobs`). Temperature 0 (below GREEDY_BELOW) is greedy decoding: the
+    argmax, with its log-prob under the unscaled distribution (top-p does not apply), as vLLM
+    reports it. `draw`: see DRAWS.
     """
-    if temperature <= 0:
+    if temperature < GREEDY_BELOW:
         token = logits.argmax(-1)
         return token, logits.log_softmax(-1).gather(-1, token[:, None]).squeeze(-1)
     scaled = logits / temperature

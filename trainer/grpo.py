@@ -6,6 +6,11 @@ skips rollouts whose loss weight is zero (zero advantage, filtered, overlong) si
 move the weights, computes each prompt once for all its trained completions
 (`build_group_batch`), and runs the LM head only on completion tokens.
 
+The training log-probs are those of the step's sampling temperature (`target_logprobs(...,
+temperature=)`, as verl and TRL compute them), so the update is on-policy for the distribution
+that sampled; `rollout_logprob_diff_mean` / `_max` record how far they are from the sampler's
+own log-probs on the trained tokens (before the update), which the `training_signal` check bounds.
+
 Rewards are scored by trainer.scoring (behind the reward cache, keeping each RewardResult's
 reason); every rollout with its per-reward results is recorded in the checkpoint's audit table
 (trainer.rollout_audit), and cache hits/misses per step go to the metrics.
@@ -19,7 +24,7 @@ import time
 from typing import Any
 
 from trainer.backend_api import check_finite
-from trainer.batching import build_group_batch, target_logprobs
+from trainer.batching import build_group_batch, gap_metrics, sampler_gap, target_logprobs
 from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout, resolve_rollout_engine
 from trainer.rollout_audit import RolloutAudit, reward_entry
@@ -36,11 +41,12 @@ __all__ = ["GRPOTrainer", "group_advantages", "load_rewards", "score_reward"]  #
 _ZERO_STD = 1e-6  # below this a group's rewards count as equal (no signal)
 
 
-def group_advantages(rewards: list[float], transform: str = "none") -> tuple[list[float], bool]:
-    """(r - mean) / std within one group (population std); all zeros when std is ~0."""
+def group_advantages(rewards: list[float], transform: str = "none", std_kind: str = "population") -> tuple[list[float], bool]:
+    """(r - mean) / std within one group; all zeros when std is ~0. `std_kind`: `population`
+    (divide by n) or `sample` (n - 1, torch.std's default, as verl and TRL compute it)."""
     n = len(rewards)
     mean = sum(rewards) / n
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1 if std_kind == "sample" and n > 1 else n))
     if std < _ZERO_STD:
         return [0.0] * n, True
     adv = [(r - mean) / std for r in rewards]
@@ -116,7 +122,7 @@ class GRPOTrainer:
     def _sample(self, indices: list[int], step: int, round_: int, max_new: int, temp: float) -> list[list[Rollout]]:
         seed = (self.config.seed * 1_000_003 + step * 1009 + round_ * 101 + self.rank) % 2**63
         return self.engine.generate([self.prompt_ids[i] for i in indices], self.config.num_generations, max_new,
-                                    temp, self.config.top_p, seed=seed)
+                                    temp, self.config.top_p, seed=seed, return_logprobs=True)
 
     def _score(self, indices: list[int], groups: list[list[Rollout]], metrics: dict[str, list],
                step: int, round_: int) -> list[list[float]]:
@@ -174,7 +180,7 @@ class GRPOTrainer:
             rewards = self._score(mine, groups, metrics, step, round_) if mine else []
             metrics["time_reward_s"].append(time.perf_counter() - t0)
             for i, rollouts, r in zip(mine, groups, rewards):
-                adv, zero = group_advantages(r, cfg.advantage_transform)
+                adv, zero = group_advantages(r, cfg.advantage_transform, cfg.advantage_std)
                 metrics["groups"].append(1)
                 metrics["think"].append(int(self.modes[i] == "think"))
                 metrics["zero_var"].append(int(zero))
@@ -202,7 +208,7 @@ class GRPOTrainer:
         max_new, temp = cfg.budget_at(step)
         m: dict[str, list] = {k: [] for k in ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards",
                                               "lengths", "truncated", "refill_rounds", "think", "uniform_prompts",
-                                              "reward_cache_hits", "reward_cache_misses", "audit")}
+                                              "reward_cache_hits", "reward_cache_misses", "audit", "lp_gap")}
         kept = self._collect(step, max_new, temp, m)
         uniform, audit = m.pop("uniform_prompts"), m.pop("audit")
         if cfg.retire_solved_prompts:
@@ -224,6 +230,8 @@ class GRPOTrainer:
                 groups.append((prompt, trained))
                 n_local += len(trained)
         n_tok, n_seq, n_trained = backend.all_reduce_sum([float(denom_tokens), float(denom_seqs), float(n_local)])
+        # Sampler log-probs per completion, found again by its token list (micro-batching keeps the objects).
+        sampled = {id(r.token_ids): r.logprobs for _, rollouts, _, _ in kept for r in rollouts}
         t0 = time.perf_counter()
         loss_total, entropy_sum, entropy_n, kl_sum, grad_norm = 0.0, 0.0, 0, 0.0, 0.0
         old_logps: dict[int, Any] = {}
@@ -234,7 +242,8 @@ class GRPOTrainer:
             n_batches = max(backend.gather_objects(len(batches)))
             for k in range(n_batches):
                 rows = batches[k] if k < len(batches) else [([self.pad_id], [[self.pad_id]], [0.0])]
-                loss, stats = self._loss(rows, epoch, k, old_logps, n_tok, n_seq, dummy=k >= len(batches))
+                loss, stats = self._loss(rows, epoch, k, old_logps, n_tok, n_seq, dummy=k >= len(batches),
+                                         temperature=temp)
                 check_finite(loss, step)
                 backend.backward(loss * backend.grad_scale(), last=k == n_batches - 1)
                 loss_total += float(loss.detach())
@@ -242,6 +251,9 @@ class GRPOTrainer:
                     entropy_sum += stats["entropy_sum"]
                     entropy_n += stats["n"]
                     kl_sum += stats["kl_sum"]
+                    if k < len(batches):  # before any update: the sampler's policy
+                        m["lp_gap"].append(sampler_gap(stats["logp"], [len(c) for _, cs, _ in rows for c in cs],
+                                                       [sampled.get(id(c)) for _, cs, _ in rows for c in cs]))
             grad_norm = backend.step()
             if self.engine_name != "hf":  # an engine holding its own copy: push after every update
                 self.engine.sync_weights(backend.model)
@@ -282,12 +294,13 @@ class GRPOTrainer:
         return batches + ([current] if current else [])
 
     def _loss(self, rows: list[tuple], epoch: int, k: int, old_logps: dict[int, Any], n_tok: float, n_seq: float,
-              dummy: bool = False):
+              dummy: bool = False, temperature: float = 1.0):
+        """Loss of one micro-batch, its log-probs at the rollouts' sampling `temperature`."""
         import torch
 
         cfg, backend = self.config, self.backend
         batch = build_group_batch([(p, cs) for p, cs, _ in rows], self.pad_id)
-        logp, entropy = target_logprobs(backend, batch, with_entropy=epoch == 0)
+        logp, entropy = target_logprobs(backend, batch, with_entropy=epoch == 0, temperature=temperature)
         per_rollout = [(c, a) for _, cs, advs in rows for c, a in zip(cs, advs)]
         adv = torch.tensor([a for c, a in per_rollout for _ in c], dtype=logp.dtype, device=logp.device)
         if cfg.loss_aggregation == "token":
@@ -306,7 +319,7 @@ class GRPOTrainer:
         kl_sum = 0.0
         if self.reference is not None:
             with torch.no_grad():
-                ref, _ = target_logprobs(backend, batch, model=self.reference)
+                ref, _ = target_logprobs(backend, batch, model=self.reference, temperature=temperature)
             delta = ref - logp
             kl = torch.exp(delta) - delta - 1  # k3 estimator, unbiased and >= 0
             per_token = per_token + cfg.kl_coef * kl
@@ -315,7 +328,7 @@ class GRPOTrainer:
         if dummy:
             return loss * 0.0, {"entropy_sum": 0.0, "n": 0, "kl_sum": 0.0}
         ent = float(entropy.sum()) if entropy is not None else 0.0
-        return loss, {"entropy_sum": ent, "n": int(logp.numel()), "kl_sum": kl_sum}
+        return loss, {"entropy_sum": ent, "n": int(logp.numel()), "kl_sum": kl_sum, "logp": logp.detach()}
 
     def _metrics(self, m: dict[str, list], totals: list[float], grad_norm: float, n_trained: float,
                  max_new: int, temp: float, t_train: float, t_step: float) -> dict[str, float]:
@@ -345,6 +358,7 @@ class GRPOTrainer:
             "tokens_per_s": sum(lengths) / max(t_step, 1e-9),
             "reward_cache_hits": float(sum(merged["reward_cache_hits"])),
             "reward_cache_misses": float(sum(merged["reward_cache_misses"])),
+            **gap_metrics(merged["lp_gap"]),
         }
         for key, values in merged.items():
             if key.startswith("reward/"):

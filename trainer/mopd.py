@@ -15,14 +15,20 @@ the step, like GRPO's token-level loss; the expectation is the average over the 
 that this sum already is. a_t is the reverse-KL term on the sampled token only (not a full-vocab
 KL); its negative mean is the sampled (single-sample, so noisy and possibly negative on few
 tokens) estimate of KL(π_train ‖ π_teacher), logged per teacher.
-π_inf is the sampler's log-prob (trainer.rollout returns it; at temperature 1 it is the same
-policy, so r_t measures numerical train/inference mismatch, large with vLLM in bf16). π_train is
-the training forward at temperature 1.
+All three log-probs are of the sampling distribution at the step's temperature T (`budget_at`):
+π_train and π_teacher are log softmax(logits / T) of the training and teacher forwards
+(trainer.batching.target_logprobs, as verl and TRL score rollouts), π_inf the sampler's own
+log-prob after temperature (trainer.rollout returns it). π_train and π_inf are then the same
+policy, so r_t measures only the numerical train/inference mismatch (large with vLLM in bf16) and
+the window [importance_min, importance_max] truncates that; with top_p < 1 the sampler's
+nucleus-renormalised log-prob adds −log(nucleus mass), so r_t < 1 there (the recipes keep top_p 1).
+a_t is the reverse-KL term between the two tempered distributions.
 
 Teachers: on CPU (`keep_teachers_loaded: false`) one teacher is loaded per step and batch of its
 prompts and freed before the next; on a GPU they may stay resident. Metrics: `reverse_kl/<domain
 key>` (mean over that teacher's tokens), `clipped_frac` (tokens outside the importance window),
-`adv_mean`/`adv_std`/`adv_min`/`adv_max`, `ratio_mean`.
+`adv_mean`/`adv_std`/`adv_min`/`adv_max`, `ratio_mean`, `rollout_logprob_diff_mean`/`_max`
+(|log π_train − log π_inf| over the step's tokens, before the update).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from spec.train import MOPDSettings, RewardSpec
-from trainer.batching import build_group_batch, target_logprobs
+from trainer.batching import build_group_batch, gap_metrics, sampler_gap, target_logprobs
 from trainer.config import GRPOConfig
 from trainer.grpo import GRPOTrainer
 
@@ -114,8 +120,10 @@ class MOPDTrainer(GRPOTrainer):
             self._loaded[key] = model
         return model
 
-    def _teacher_logprobs(self, by_prompt: list[tuple[int, list[tuple[int, list[int]]]]]) -> dict[int, Any]:
-        """{rollout id: teacher log-probs of its tokens}, each teacher loaded once for its prompts."""
+    def _teacher_logprobs(self, by_prompt: list[tuple[int, list[tuple[int, list[int]]]]],
+                          temperature: float = 1.0) -> dict[int, Any]:
+        """{rollout id: teacher log-probs of its tokens at the sampling `temperature`}, each teacher
+        loaded once for its prompts."""
         import torch
 
         out: dict[int, Any] = {}
@@ -126,7 +134,7 @@ class MOPDTrainer(GRPOTrainer):
             for rows in self._micro_batches(groups):
                 with torch.no_grad():
                     logp, _ = target_logprobs(self.backend, build_group_batch([(p, cs) for p, cs, _ in rows]),
-                                              model=model)
+                                              model=model, temperature=temperature)
                 self._split(rows, logp.detach(), out)
             del model
         return out
@@ -168,16 +176,16 @@ class MOPDTrainer(GRPOTrainer):
                 by_prompt.append((i, trained))
         (n_valid,) = backend.all_reduce_sum([float(sum(len(r.token_ids) for _, r in rollouts))])
         t0 = time.perf_counter()
-        teacher = self._teacher_logprobs(by_prompt)
+        teacher = self._teacher_logprobs(by_prompt, temp)
         t_teacher = time.perf_counter() - t0
         t0 = time.perf_counter()
         loss_total, grad_norm, missing = 0.0, 0.0, 0
-        advs, ratios, clipped, per_key = [], [], [], {}
+        advs, ratios, clipped, per_key, gaps = [], [], [], {}, []
         batches = self._micro_batches([(self.prompt_ids[i], [(ids, float(rid)) for rid, ids in tr])
                                        for i, tr in by_prompt])
         for k, rows in enumerate(batches):
             rids = [int(r) for _, _, ids in rows for r in ids]
-            logp, _ = target_logprobs(backend, build_group_batch([(p, cs) for p, cs, _ in rows]))
+            logp, _ = target_logprobs(backend, build_group_batch([(p, cs) for p, cs, _ in rows]), temperature=temp)
             inf_parts = []
             for rid in rids:
                 lp = rollouts[rid][1].logprobs
@@ -185,6 +193,7 @@ class MOPDTrainer(GRPOTrainer):
                 inf_parts.append(None if lp is None or len(lp) != len(rollouts[rid][1].token_ids)
                                  else torch.tensor(lp, dtype=torch.float32, device=logp.device))
             lengths = [len(rollouts[rid][1].token_ids) for rid in rids]
+            gaps.append(sampler_gap(logp, lengths, [rollouts[rid][1].logprobs for rid in rids]))  # before the update
             train_parts = logp.detach().split(lengths)
             logp_inf = torch.cat([p if p is not None else t for p, t in zip(inf_parts, train_parts)])
             logp_teacher = torch.cat([teacher[rid].to(logp.device) for rid in rids])
@@ -201,10 +210,11 @@ class MOPDTrainer(GRPOTrainer):
         if batches:
             grad_norm = backend.step()
         t_train = time.perf_counter() - t0
+        gap = gap_metrics([g for part in backend.gather_objects(gaps) for g in part])  # collective: every rank
         if self.rewards:
             self._record(step, m["audit"])
-        return self._mopd_metrics(advs, ratios, clipped, per_key, groups, m, loss_total, grad_norm, missing,
-                                  max_new, temp, t_gen, t_teacher, t_train, time.perf_counter() - t_start)
+        return gap | self._mopd_metrics(advs, ratios, clipped, per_key, groups, m, loss_total, grad_norm, missing,
+                                        max_new, temp, t_gen, t_teacher, t_train, time.perf_counter() - t_start)
 
     def _mopd_metrics(self, advs: list, ratios: list, clipped: list, per_key: dict, groups: list, m: dict,
                       loss: float, grad_norm: float, missing: int, max_new: int, temp: float, t_gen: float,

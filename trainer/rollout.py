@@ -1,7 +1,9 @@
 """Rollout engines: sample G completions per prompt from the current policy.
 
-The trainer only needs completion token ids and a `truncated` flag (GRPO is on-policy with
-ratio 1, so sampling-time log-probs are optional). Engines are interchangeable behind
+The trainer needs completion token ids, a `truncated` flag and the sampling-time log-probs
+(after temperature and top-p): GRPO is on-policy with ratio 1 and uses them only to measure how
+far its training forward at the same temperature is from the sampler (`rollout_logprob_diff_*`);
+MOPD's importance weight divides by them. Engines are interchangeable behind
 `RolloutEngine`. The sampling itself lives in generation/ (one sampler for teacher sampling,
 evals and rollouts); this module adapts it to the trainer's token-id interface:
 
@@ -72,7 +74,7 @@ class Rollout:
     truncated: bool
     """True when the completion hit max_new_tokens without a stop token."""
     logprobs: list[float] | None = field(default=None)
-    """Sampling-time log-probs of `token_ids` (after temperature), when requested."""
+    """Sampling-time log-probs of `token_ids` (after temperature, renormalised over the top-p nucleus; greedy: the model's own), when requested."""
 
 
 @runtime_checkable

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.gates import curve_summary, domain_cell, forgetting_gate, learned_gate, training_signal
+from trainer.cascade_report import build_report, render_markdown, render_text
+from trainer.gates import (curve_summary, domain_cell, forgetting_gate, forgetting_severity, forgetting_status,
+                           learned_gate, training_signal)
 from trainer.stats import mcnemar_midp
 
 
@@ -57,9 +59,70 @@ def test_forgetting_tolerates_small_or_insignificant_drops():
     assert passed and rows[0]["p_value"] == 1.0
 
 
-def test_forgetting_missing_domain_is_reported_not_failed():
+def test_forgetting_missing_cell_is_missing_never_a_pass():
+    # code: no score in the new checkpoint; math: none in any earlier one
     passed, rows = forgetting_gate(report("math", BASE), {"a": report("code", BASE)}, ["code", "math"], 2.0)
-    assert passed and [r["status"] for r in rows] == ["missing", "missing"]
+    assert not passed and [r["status"] for r in rows] == ["missing", "missing"]
+    assert [r["missing_in"] for r in rows] == ["new", "earlier"] and not any(r["ok"] for r in rows)
+    assert forgetting_status(rows) == "missing"
+    # one domain compared and held, another missing: still not a pass
+    both = {"a": {**report("math", BASE), **report("code", BASE)}}
+    passed, rows = forgetting_gate(report("math", BASE), both, ["math", "code"], 2.0)
+    assert not passed and [r["status"] for r in rows] == ["ok", "missing"] and forgetting_status(rows) == "missing"
+    # a cell with no scored rows (n = 0) is missing too
+    empty = {"math": {"no_think": {"score": 0.0, "n": 0, "rows": {}}}}
+    passed, rows = forgetting_gate(empty, {"a": report("math", BASE)}, ["math"], 2.0)
+    assert not passed and rows[0]["missing_in"] == "new"
+
+
+def test_forgetting_status_keeps_no_earlier_domain_apart_from_missing():
+    passed, rows = forgetting_gate(report("math", BASE), {"a": report("math", BASE)}, [], 2.0)
+    assert passed and rows == [] and forgetting_status(rows) == "no_earlier_domain"
+    passed, rows = forgetting_gate(report("math", BASE), {"a": report("math", BASE)}, ["math"], 2.0)
+    assert passed and forgetting_status(rows) == "pass"
+    forgot = forgetting_gate(report("math", flips(BASE, 30, 0)), {"a": report("math", BASE)}, ["math", "code"], 2.0)
+    assert not forgot[0] and forgetting_status(forgot[1]) == "fail"  # forgetting outranks a missing cell
+
+
+@pytest.mark.parametrize("status,blocking,severity", [
+    ("fail", False, "ERROR"), ("fail", True, "ERROR"),
+    ("missing", False, "WARN"),  # advisory gate (the default recipe's evals.blocking: false): reported
+    ("missing", True, "ERROR"),  # blocking gate: a comparison it could not make stops the cascade
+])
+def test_missing_cell_severity_follows_the_blocking_setting(status: str, blocking: bool, severity: str):
+    import dagster as dg
+
+    assert forgetting_severity(status, blocking) == severity
+    assert dg.AssetCheckSeverity[forgetting_severity(status, blocking)].value == severity  # what assets.evals passes
+
+
+def _cascade(evals: dict) -> dict:
+    stages = ["sft", "rlhf", "if_rl", "math_rl"]
+    parents = {"sft": None, "rlhf": "sft", "if_rl": "rlhf", "math_rl": "if_rl"}
+    own = {"rlhf": "rm", "if_rl": "ifeval", "math_rl": "math"}
+    return build_report(stages, parents, own, ["rm", "ifeval", "math"], evals, {}, tolerance=2.0)
+
+
+def test_report_says_missing_not_pass_and_keeps_no_earlier_domain():
+    full = {**report("rm", BASE), **report("ifeval", BASE), **report("math", BASE)}
+    evals = {"sft": full, "rlhf": full, "if_rl": {**report("ifeval", BASE), **report("math", BASE)}, "math_rl": None}
+    rep = _cascade(evals)
+    by = {e["stage"]: e["gates"]["no_forgetting"] for e in rep["stages"]}
+    assert by["rlhf"]["status"] == "no_earlier_domain" and by["rlhf"]["passed"]
+    assert by["if_rl"]["status"] == "missing" and not by["if_rl"]["passed"]  # its rm cell never came
+    assert by["math_rl"]["status"] == "missing" and not by["math_rl"]["passed"]  # not evaluated at all
+    assert [r["missing_in"] for r in by["math_rl"]["domains"]] == ["new", "new"]
+    md = render_markdown(rep)
+    assert "| rlhf | rm |" in md and "pass (no earlier domain)" in md
+    assert "p=1 (no_gain) | missing (rm) |" in md  # if_rl's own domain compared; its rm cell missing
+    assert "| math_rl | math | missing | missing (rm, ifeval) |" in md
+    text = render_text(rep)
+    assert "no_forgetting: missing (rm)" in text and "no_forgetting: pass (no earlier domain)" in text
+    assert "no_forgetting: pass" not in text.replace("no_forgetting: pass (no earlier domain)", "")
+    # with every cell present: compared and passed, with the worst margin
+    evals["if_rl"], evals["math_rl"] = full, full
+    text = render_text(_cascade(evals))
+    assert "no_forgetting: pass (worst: rm drop -0.0 vs sft, p=1, margin +2.0)" in text and "missing" not in text
 
 
 def test_forgetting_pairs_rows_by_id_over_modes():

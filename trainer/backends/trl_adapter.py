@@ -11,8 +11,12 @@ How our config maps onto TRL 1.16 (the paper's GRPO, docs/cascade_rl.md#grpo-as-
   model); loss_type "dapo" = sum over every completion token of the batch / their count, which with
   one process and no accumulation is exactly our token-level normalisation ("grpo", a mean per
   sequence then over sequences, for loss_aggregation=sequence); scale_rewards "group" = (r - mean)
-  / std per prompt group; mask_truncated_completions = overlong filtering; AdamW betas, weight
-  decay, grad clipping, constant LR after linear warm-up, as the torch backend does.
+  / (std + 1e-4) per prompt group, TRL's std being the sample std (our `advantage_std: sample`; the
+  default `population` gives advantages √(G/(G−1)) times larger); temperature = the rollouts'
+  sampling temperature, which TRL also divides its loss forward's logits by (`add_fused_lm_head(
+  model, temperature=)`), as trainer.batching.target_logprobs does for the built-in backends;
+  mask_truncated_completions = overlong filtering; AdamW betas, weight decay, grad clipping,
+  constant LR after linear warm-up, as the torch backend does.
 Prompts are rendered by curation.chat (system prompt + mode suffix) and handed to TRL as plain
 text, so TRL tokenizes exactly the string our trainer would; rewards get the raw user prompt and
 the RL prompt-set columns, as in the torch backend.
