@@ -11,6 +11,7 @@ MOPD checkpoint also on every teacher checkpoint its `mopd.teachers` names (line
 """
 
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ import dagster as dg
 
 from assets.common import CHECKPOINTS, CORPORA, WorkTimer, checkpoint_root, key, upstream_ref
 from assets.plots import reward_curve_markdown
+from assets.publish import partial_folder, publish, retarget
 from spec.entry_points import import_target
-from spec.hashing import code_hash, file_digest, stable_hash
+from spec.hashing import code_hash, stable_hash
 from spec.kinds import stage_kind
-from spec.lineage import input_ref, make_record, read_record, write_record
+from spec.lineage import file_manifest, input_ref, make_record, read_record, write_record
+from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
 from spec.overrides import overrides_for
 from spec.paths import portable_path
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
@@ -53,12 +56,28 @@ def platform_lineage(out_dir: Path, version: str, code_version: str, inputs: lis
     return record | ({"overrides": overrides} if overrides else {})
 
 
+def _seal(work: Path, out_dir: Path, version: str, code_version: str, inputs: list[dict], kind: str,
+          extra: dict[str, Any], overrides: dict[str, Any] | None = None) -> None:
+    """Finish the trained folder `work` (`<version>.partial`) and publish it as `out_dir`: its
+    lineage record (the trainer's, or a new one) and model card name `out_dir`, then one rename."""
+    record = read_record(work)
+    if record is None:  # the trainer wrote none (base model, reward model)
+        details = {"kind": kind} | ({"overrides": overrides} if overrides else {})
+        record = make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details)
+    # config.output_dir and `path` were the .partial folder; config_hash stays the one resume compares.
+    write_record(work, retarget(record, work, out_dir))
+    _model_card(work, kind, inputs, extra)
+    publish(work, out_dir, "checkpoint_publish")
+
+
 def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], kind: str,
             extra: dict[str, Any], overrides: dict[str, Any] | None = None) -> dg.MaterializeResult:
-    if read_record(out_dir) is None:  # trainer-made checkpoints already have theirs
+    record = read_record(out_dir)
+    # a user's own base model folder (outside the home): recorded where it is, again once its files changed
+    own = not out_dir.resolve().is_relative_to(checkpoint_root().resolve())
+    if record is None or (own and (record.get("data_version") != version or verify_record(out_dir))):
         details = {"kind": kind} | ({"overrides": overrides} if overrides else {})
         write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details))
-    _model_card(out_dir, kind, inputs, extra)
     meta = {"path": dg.MetadataValue.path(portable_path(out_dir)), "data_version": version,
             "inputs": dg.MetadataValue.json(inputs), **extra}
     if overrides:
@@ -84,7 +103,16 @@ def _model_card(out_dir: Path, kind: str, inputs: list[dict], extra: dict[str, A
 
 
 def _is_complete(out_dir: Path) -> bool:
-    return (out_dir / "model.safetensors").exists() and read_record(out_dir) is not None
+    """Whether `out_dir` holds a finished checkpoint to reuse. A folder whose record does not verify
+    (spec.lineage_verify: edited, or its files changed) is never reused nor resumed: it is set
+    aside, kept for inspection, and the checkpoint is trained again."""
+    if not (out_dir / "model.safetensors").exists() or read_record(out_dir) is None:
+        return False
+    problems = verify_record(out_dir)
+    if problems:
+        moved = set_aside_unverified(out_dir)
+        print(f"[cascade] {'; '.join(problems)}: set aside as {moved}, training it again", file=sys.stderr, flush=True)
+    return not problems
 
 
 def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
@@ -100,14 +128,15 @@ def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
         version = stable_hash({"base": spec.base, "seed": spec.tiny_seed, "code": code})
         out = checkpoint_root() / "base_model" / version
         with timer.measure(context.asset_key.to_user_string()):
-            if spec.base == "tiny":
+            if spec.base in ("tiny", "smollm2"):
                 if not _is_complete(out):
-                    make_tiny_model(out, seed=spec.tiny_seed)
-            elif spec.base == "smollm2":
-                ensure_base_model(out)
+                    work = partial_folder(out)
+                    make_tiny_model(work, seed=spec.tiny_seed) if spec.base == "tiny" else ensure_base_model(work)
+                    _seal(work, out, version, code, [], "base_model", {"model": spec.base},
+                          overrides_for(recipe.overrides))
             else:
                 out = recipe.resolve(spec.base)
-                version = file_digest(out)
+                version = stable_hash(file_manifest(out), 32)  # its data files, not the record written beside them
         return _finish(out, version, code, [], "base_model", {"model": spec.base}, overrides_for(recipe.overrides))
 
     return base_model
@@ -133,11 +162,13 @@ def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, tim
         inputs = [parent_ref, data_ref]
         overrides = overrides_for(recipe.overrides, "sft_stages", stage.name)
         if not _is_complete(out):
+            work = partial_folder(out)  # trained there, resumed there, renamed when sealed
             config = SFTConfig(**train, policy=parent_ref["path"], dataset=str(Path(data_ref["path"]) / "data.parquet"),
-                               output_dir=str(out), seed=seed, resume=True,
+                               output_dir=str(work), seed=seed, resume=True,
                                lineage=platform_lineage(out, version, code, inputs, overrides))
             with timer.measure(context.asset_key.to_user_string()):
                 import_target(kind.trainer)(config)
+            _seal(work, out, version, code, inputs, kind.name, {}, overrides)
         return _finish(out, version, code, inputs, kind.name, _training_metadata(out), overrides)
 
     return sft
@@ -164,12 +195,14 @@ def _reward_model_asset(recipe: Recipe, parent: str, timer: WorkTimer) -> dg.Ass
         data_refs = [upstream_ref(context, k) for k in data_keys]
         version = checkpoint_version(parent_ref["data_version"], data_refs, train, recipe.seed, code)
         out = checkpoint_root() / spec.name / version
+        overrides = overrides_for(recipe.overrides, "reward_model", spec.name)
         if not _is_complete(out):
+            work = partial_folder(out)
             table = pq.read_table(Path(data_refs[0]["path"]) / "data.parquet")
             with timer.measure(context.asset_key.to_user_string()):
-                import_target(kind.trainer)(parent_ref["path"], table, out, RMConfig(**train, seed=recipe.seed))
-        return _finish(out, version, code, [parent_ref, *data_refs], kind.name, {},
-                       overrides_for(recipe.overrides, "reward_model", spec.name))
+                import_target(kind.trainer)(parent_ref["path"], table, work, RMConfig(**train, seed=recipe.seed))
+            _seal(work, out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
+        return _finish(out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
 
     return reward_model
 
@@ -214,15 +247,17 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
         out = checkpoint_root() / stage.name / version
         overrides = overrides_for(recipe.overrides, "rl_stages", stage.name)
         if not _is_complete(out):
+            work = partial_folder(out)
             extra = {k: v for k, v in train.items() if k != "stage"} | stage_cfg.get("mopd", {})
             extra |= {"teachers": {d: r["path"] for d, r in teacher_refs.items()}} if teacher_refs else {}
             extra |= {"mix": stage_cfg["mix"]} if "mix" in stage_cfg else {}
             config = import_target(kind.config)(**extra, policy=parent_ref["path"], rewards=rewards,
                                                 dataset=str(Path(prompts_ref["path"]) / "data.parquet"),
-                                                output_dir=str(out), seed=seed, resume=True,
+                                                output_dir=str(work), seed=seed, resume=True,
                                                 lineage=platform_lineage(out, version, code, inputs, overrides))
             with timer.measure(context.asset_key.to_user_string()):
                 import_target(kind.trainer)(config)
+            _seal(work, out, version, code, inputs, stage.kind, {}, overrides)
         return _finish(out, version, code, inputs, stage.kind, _training_metadata(out) | _audit_metadata(out), overrides)
 
     return rl

@@ -5,6 +5,9 @@ Every asset writes its output under `$CASCADE_HOME/<kind>/<asset>/<version>/` an
 that folder as the `path` metadata of its materialization; a downstream asset reads the
 upstream folder from the latest materialization in the Dagster instance, and the lineage
 records (lineage.json, one writer: spec.lineage) carry the same paths so audits work without Dagster.
+An upstream folder is handed to a downstream asset only after its record verifies
+(`output_problems`, spec.lineage_verify): a hand-edited or damaged output fails the step that
+would read it, and `cascade status` shows it stale with the cause.
 """
 
 
@@ -16,6 +19,7 @@ from typing import Any, Iterator
 
 import dagster as dg
 
+from spec.lineage_verify import load_record, output_label, verify_record
 from spec.paths import cascade_home, portable_path, resolve_home_path
 
 # Asset key prefixes (groups in the UI).
@@ -48,13 +52,55 @@ def latest_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> dic
     return meta
 
 
+def output_problems(meta: dict[str, Any], dagster_version: str | None = None) -> list[str]:
+    """What is wrong with the output a materialization's metadata (`latest_metadata`) points at:
+    its folder is gone, or it has a record that does not verify (spec.lineage_verify), or, in the
+    home's layout, that record's version is not the one Dagster stored (`dagster_version`, else the
+    metadata's). [] for a sound output and for outputs that keep no record (raw source files)."""
+    path = meta.get("path")
+    if not isinstance(path, str) or not path:
+        return []
+    target = Path(path)
+    if not target.exists():
+        return [f"{output_label(target)}: its output {target} is gone"] if meta.get("data_version") else []
+    folder = target if target.is_dir() else target.parent
+    record, problems = load_record(folder)
+    if record is None:
+        return problems
+    problems = verify_record(folder)
+    label = output_label(folder)
+    stored = dagster_version or meta.get("data_version")
+    if not problems and label != str(folder) and stored is not None and str(stored) != str(record.get("data_version")):
+        problems.append(f"{label}: Dagster's data version is {stored} but lineage.json says {record.get('data_version')}")
+    return problems
+
+
+def materialization_problems(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> list[str]:
+    """`output_problems` of an asset's latest materialization ([] when it has none), against the
+    data version Dagster stored with it."""
+    event = instance.get_latest_materialization_event(asset_key)
+    if event is None or event.asset_materialization is None:
+        return []
+    stored = (event.asset_materialization.tags or {}).get("dagster/data_version")
+    return output_problems(latest_metadata(instance, asset_key), stored)
+
+
+def _verified(asset_key: dg.AssetKey, meta: dict[str, Any]) -> dict[str, Any]:
+    problems = output_problems(meta)
+    if problems:
+        raise dg.Failure(f"upstream asset {asset_key.to_user_string()} is unusable until it is materialized again "
+                         f"(`cascade run --stale`): " + "; ".join(problems))
+    return meta
+
+
 def upstream_path(context: dg.AssetExecutionContext, asset_key: dg.AssetKey) -> Path:
-    return Path(latest_metadata(context.instance, asset_key)["path"])
+    """The folder (or file) of an upstream asset's latest output, after its record verifies."""
+    return Path(_verified(asset_key, latest_metadata(context.instance, asset_key))["path"])
 
 
 def upstream_ref(context: dg.AssetExecutionContext, asset_key: dg.AssetKey) -> dict[str, str]:
-    """{asset, data_version, path} of an upstream asset, as recorded in lineage files."""
-    meta = latest_metadata(context.instance, asset_key)
+    """{asset, data_version, path} of an upstream asset, as recorded in lineage files (verified)."""
+    meta = _verified(asset_key, latest_metadata(context.instance, asset_key))
     return {"asset": asset_key.path[-1], "data_version": str(meta["data_version"]), "path": str(meta["path"])}
 
 

@@ -5,7 +5,8 @@ Scores are mean reward × 100 ("points") per domain and mode, each with a 95% in
 per-row raw scores, so two checkpoints are compared on the same rows (trainer.gates):
 
   no_forgetting    (blocking by default) the new checkpoint against the best earlier checkpoint
-                   on each earlier RL domain; fails on a drop both significant and over tolerance
+                   on each earlier RL domain; fails on a drop both significant and over tolerance,
+                   and on a cell it needs that has no score (`missing`: warns unless blocking)
   learned          the stage's own-domain gain over its input checkpoint; warns by default,
                    blocks with `evals.learned_blocking`; a kind with several eval domains
                    (multi_domain) gets one check that passes when every own domain learned
@@ -23,9 +24,11 @@ import dagster as dg
 from assets.checkpoints import checkpoint_chain
 from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, cascade_home, key, upstream_path, upstream_ref
 from assets.plots import domain_panels_markdown, matrix_markdown
+from assets.publish import kill_point, publish, set_aside, temp_folder
 from spec.hashing import code_hash, stable_hash
 from spec.kinds import eval_reward_for, kind_for_eval_domain, stage_kind
 from spec.lineage import make_record, write_record
+from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
 from spec.paths import portable_path
 from spec.recipe import Recipe
 
@@ -116,7 +119,8 @@ def eval_code_version(recipe: Recipe) -> str:
     return code_hash("trainer") + stable_hash(reward_code_versions(names), 8)
 
 
-_GATE_FIELDS = {"forgetting_tolerance_points", "blocking", "alpha", "learned_blocking", "training_signal_blocking"}
+_GATE_FIELDS = {"forgetting_tolerance_points", "blocking", "alpha", "learned_blocking", "training_signal_blocking",
+                "training_signal_max_logprob_diff"}
 
 
 def eval_config(recipe: Recipe) -> dict[str, Any]:
@@ -141,9 +145,15 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
     version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code,
                            **({"domains": domains} if recipe.evals.scope != "all" else {})})
     out = eval_root() / stage / version
-    report_path = out / "eval.json"
-    if not report_path.exists():
+    report = _read_eval(out)
+    if report is not None and (problems := verify_record(out)):  # edited or damaged: kept aside, evaluated again
+        context.log.warning(f"{'; '.join(problems)}: set aside as {set_aside_unverified(out)}")
+        report = None
+    if report is None:  # missing, or a half-written one an older writer left: evaluate (again)
         from trainer.evaluate import evaluate_checkpoint
+
+        if out.exists() and _read_eval(out) is None:  # unreadable: never trusted (clean_leftovers removes it)
+            set_aside(out)
 
         rm_path = refs[-1]["path"] if recipe.reward_model else None
         with (timer or WorkTimer()).measure(f"evaluate {stage}"):
@@ -159,13 +169,16 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
                           **({"eval_limit": limits[d], "short": sum(c["reasons"].values()) < limits[d]}
                              if limits.get(d) else {})}
                       for m, c in by.items()} for d, by in raw.items()}
-        out.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(json.dumps(report, indent=2))
-        write_record(out, make_record(f"eval_{stage}", version, out, code, refs, kind="eval"))
+        tmp = temp_folder(out)  # written whole, then renamed: nothing half-written is ever read
+        (tmp / "eval.json").write_text(json.dumps(report, indent=2))
+        kill_point("eval_write", f"eval_{stage}")
+        write_record(tmp, make_record(f"eval_{stage}", version, out, code, refs, kind="eval"))
+        publish(tmp, out)
         from trainer.model_card import set_eval_table
 
         set_eval_table(refs[0]["path"], scores_markdown(report))  # the checkpoint's model card
-    return version, out, json.loads(report_path.read_text())
+        report = _read_eval(out) or report  # the published one (a concurrent step may have won the rename)
+    return version, out, report
 
 
 def to_points(cell: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
@@ -210,7 +223,11 @@ def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefini
 
 
 def _read_eval(folder: Path | None) -> dict[str, Any] | None:
-    return json.loads((folder / "eval.json").read_text()) if folder and (folder / "eval.json").exists() else None
+    """A folder's eval report; None when it has none or cannot be read (treated as not evaluated)."""
+    try:
+        return json.loads((folder / "eval.json").read_text()) if folder else None
+    except (OSError, ValueError):
+        return None
 
 
 def _read_metrics(folder: Path | None) -> list[dict[str, Any]] | None:
@@ -236,7 +253,8 @@ def cascade_report(recipe: Recipe, path_of: Callable[[dg.AssetKey], Path | None]
     evals = {s: _read_eval(path_of(key(EVALS, f"eval_{s}"))) if s in plan else None for s in stages}
     metrics = {s: _read_metrics(path_of(key(CHECKPOINTS, s))) for s in stages if parents[s]}
     return build_report(stages, parents, own, domains, evals, metrics, recipe.evals.forgetting_tolerance_points,
-                        recipe.evals.alpha, planned=plan)
+                        recipe.evals.alpha, planned=plan,
+                        max_logprob_diff=recipe.evals.training_signal_max_logprob_diff)
 
 
 def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) -> dg.AssetsDefinition:
@@ -259,15 +277,16 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) 
         domains = report["domains"]
         scores = {s: {d: c["score"] for d, c in report["matrix"][s].items() if c} for s in stages}
         version = stable_hash(report)
-        out = eval_root() / "forgetting_matrix" / version
-        out.mkdir(parents=True, exist_ok=True)
+        final = eval_root() / "forgetting_matrix" / version
+        out = temp_folder(final)  # written whole, then renamed over nothing (the version is its content)
         (out / "forgetting.json").write_text(json.dumps({"domains": domains, "checkpoints": stages, "scores": scores}, indent=2))
         (out / "forgetting.md").write_text(matrix_markdown(domains, stages, scores) + "\n")
         (out / "report.json").write_text(json.dumps(report, indent=2))
         markdown = render_markdown(report)
         (out / "report.md").write_text(markdown + "\n")
-        write_record(out, make_record("forgetting_matrix", version, out, code_hash("assets"),
+        write_record(out, make_record("forgetting_matrix", version, final, code_hash("assets"),
                                       [upstream_ref(context, k) for k in eval_keys if path_of(k)], kind="eval"))
+        out = publish(out, final)
         return dg.MaterializeResult(
             data_version=dg.DataVersion(version),
             metadata={"path": dg.MetadataValue.path(portable_path(out)), "data_version": version,
@@ -293,13 +312,15 @@ def _no_forgetting_check(recipe: Recipe, stage: str, earlier_stages: list[str], 
                     description=f"No earlier domain ({', '.join(earlier_domains) or 'none'}) drops below the best "
                                 f"earlier checkpoint by more than {tol} points with paired p < {alpha}.")
     def no_forgetting(context) -> dg.AssetCheckResult:
-        from trainer.gates import forgetting_gate
+        from trainer.gates import forgetting_gate, forgetting_severity, forgetting_status
 
         _, _, child = ensure_eval(context, recipe, stage, timer)
         passed, rows = forgetting_gate(child, _load_evals(context, earlier_stages), earlier_domains, tol, alpha)
         margins = [r["margin"] for r in rows if "margin" in r]
-        return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata={
-            "domains": dg.MetadataValue.json(rows), "tolerance_points": tol, "alpha": alpha,
+        status = forgetting_status(rows)  # a missing cell fails it too (trainer.gates)
+        severity = dg.AssetCheckSeverity[forgetting_severity(status, recipe.evals.blocking)]
+        return dg.AssetCheckResult(passed=passed, severity=severity, metadata={
+            "status": status, "domains": dg.MetadataValue.json(rows), "tolerance_points": tol, "alpha": alpha,
             **({"worst_margin_points": min(margins)} if margins else {})})
 
     return no_forgetting
@@ -338,12 +359,12 @@ def _training_signal_check(recipe: Recipe, stage: str) -> dg.AssetChecksDefiniti
     @dg.asset_check(asset=key(CHECKPOINTS, stage), name="training_signal",
                     blocking=recipe.evals.training_signal_blocking,
                     description="The stage could learn: rewards had variance, the grad norm was not 0 on every "
-                                "step, the loss moved (from its metrics.parquet).")
+                                "step, the loss moved, RL log-probs matched the sampler's (from its metrics.parquet).")
     def training_signal_check(context) -> dg.AssetCheckResult:
         from trainer.gates import curve_summary, training_signal
 
         rows = _read_metrics(upstream_path(context, key(CHECKPOINTS, stage))) or []
-        passed, problems = training_signal(rows)
+        passed, problems = training_signal(rows, max_logprob_diff=recipe.evals.training_signal_max_logprob_diff)
         return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata={
             "problems": dg.MetadataValue.json(problems), "steps": len(rows),
             "curves": dg.MetadataValue.json(curve_summary(rows))})

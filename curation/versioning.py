@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spec.lineage import LINEAGE_FILE, input_ref, make_record, read_record, write_record
+from spec.lineage_verify import set_aside, verify_record
 
 _FORMAT = b"cascade-content-v1"
 DIGEST_BYTES = 16
@@ -152,7 +153,10 @@ def write_versioned(
     data_version = content_hash(table)
     folder = Path(root) / asset / data_version
     if (folder / LINEAGE_FILE).exists():
-        return Versioned(folder / "data.parquet", data_version, read_dataset_record(folder))
+        if not verify_record(folder):
+            return Versioned(folder / "data.parquet", data_version, read_dataset_record(folder))
+        set_aside(folder)  # edited or damaged (spec.lineage_verify): kept aside, written again
+
     record = make_record(asset, data_version, folder / "data.parquet", code_version,
                          [_input_record(i) for i in inputs], kind="dataset", rows_in=int(rows_in),
                          rows_out=table.num_rows, dropped=dropped, config=dict(config))

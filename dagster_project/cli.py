@@ -15,6 +15,7 @@ import sys
 _COMMAND_MODULES = (
     "dagster_project.commands",  # run, status, lineage
     "dagster_project.report_command",  # report
+    "dagster_project.verify_command",  # verify-home
     "curation.cli",  # decontam
     "rewards.cli",  # verify
     "sandboxes.cli",  # sandbox
@@ -44,8 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # noqa: BLE001 - the CLI reports, it does not dump tracebacks
+        from dagster_project.home_lock import BUSY_EXIT_CODE, HomeBusy
         from dagster_project.recipe import RecipeError
 
+        if isinstance(err, HomeBusy):  # another run holds this home: say who, exit 3 (README.md#one-run-per-home)
+            print(f"cascade {args.command}: {err}", file=sys.stderr)
+            return BUSY_EXIT_CODE
         if isinstance(err, (RecipeError, FileNotFoundError, ValueError)):
             print(f"cascade {args.command}: error: {err}", file=sys.stderr)
             return 2

@@ -14,12 +14,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dagster_project.home_lock import command_line, home_lock, instance_lock, recover_home, run_tags
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="materialize the recipe's assets (default: all)")
     run.add_argument("--recipe", help="recipe YAML (default: $CASCADE_RECIPE or recipes/default.yaml)")
     run.add_argument("--stale", action="store_true", help="only stale or missing assets and their downstream")
     run.add_argument("--select", help="comma-separated asset names (last key component) to materialize")
+    run.add_argument("--wait", action="store_true",
+                     help="when another run holds this CASCADE_HOME, wait for it instead of exiting at once (exit 3)")
     _add_set(run)
     run.set_defaults(func=cmd_run)
 
@@ -52,8 +56,13 @@ def get_instance():
     # Dagster insists on an absolute DAGSTER_HOME.
     home = Path(os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
     os.environ["DAGSTER_HOME"] = str(home)
-    ensure_instance_config(home)
-    return dg.DagsterInstance.get()
+    # The first open creates and migrates the SQLite storages; two processes doing it at once
+    # collide (`table runs already exists`), so every command opens the instance under a short lock.
+    with instance_lock(home):
+        ensure_instance_config(home)
+        instance = dg.DagsterInstance.get()
+        instance.run_storage, instance.event_log_storage, instance.schedule_storage  # noqa: B018 - built here
+    return instance
 
 
 # Local SQLite storage under DAGSTER_HOME; no telemetry from CI; no first-visit pop-up in the UI.
@@ -69,11 +78,14 @@ def ensure_instance_config(home: Path | str | None = None) -> Path:
     home = Path(home or os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    text = config.read_text() if config.exists() else ""
-    present = {line.split(":", 1)[0].strip() for line in text.splitlines() if line and not line[0].isspace()}
-    missing = [block for name, block in INSTANCE_SETTINGS.items() if name not in present]
-    if missing:
-        config.write_text(text + ("" if not text or text.endswith("\n") else "\n") + "".join(missing))
+    with instance_lock(home):  # two first starts would both append the missing blocks
+        text = config.read_text() if config.exists() else ""
+        present = {line.split(":", 1)[0].strip() for line in text.splitlines() if line and not line[0].isspace()}
+        missing = [block for name, block in INSTANCE_SETTINGS.items() if name not in present]
+        if missing:
+            tmp = config.with_name(f".{config.name}.tmp")
+            tmp.write_text(text + ("" if not text or text.endswith("\n") else "\n") + "".join(missing))
+            tmp.replace(config)
     return config
 
 
@@ -102,25 +114,30 @@ def resolve_key(defs, name: str):
 def observe_sources(defs, instance) -> None:
     from assets import OBSERVE_JOB
 
-    defs.resolve_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=_quiet())
+    defs.resolve_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=_quiet(), tags=run_tags())
 
 
 def asset_statuses(defs, instance) -> list[dict[str, Any]]:
     """Per asset: Dagster's own stale status, plus `stale` propagated to every downstream asset
-    (Dagster marks only the direct children of a change; a swap must flag the whole subtree)."""
+    (Dagster marks only the direct children of a change; a swap must flag the whole subtree).
+    An output whose lineage record does not verify (assets.common.materialization_problems) is
+    stale too, its `problems` listed first among its `stale_causes`."""
     from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
     from dagster._core.loader import LoadingContextForTest
+
+    from assets.common import materialization_problems
 
     graph = defs.resolve_asset_graph()
     resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
     keys = sorted(graph.materializable_asset_keys, key=lambda k: k.to_user_string())
     own = {k: resolver.get_status(k) for k in keys}
+    problems = {k: materialization_problems(instance, k) if own[k] != StaleStatus.MISSING else [] for k in keys}
     stale: dict[Any, bool] = {}
 
     def is_stale(k) -> bool:
         if k not in stale:
             parents = [p for p in graph.get(k).parent_keys if p in own]
-            stale[k] = own[k] == StaleStatus.STALE or (
+            stale[k] = own[k] == StaleStatus.STALE or bool(problems[k]) or (
                 own[k] != StaleStatus.MISSING and any(is_stale(p) or own[p] == StaleStatus.MISSING for p in parents))
         return stale[k]
 
@@ -134,7 +151,11 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
         rows.append({
             "asset": k.path[-1], "key": k.to_user_string(), "materialized": own[k] != StaleStatus.MISSING,
             "data_version": version, "stale": is_stale(k), "dagster_status": own[k].value.lower(),
-            "stale_causes": [f"{c.key.asset_key.to_user_string()}: {c.reason}" for c in resolver.get_stale_root_causes(k)],
+            "stale_causes": [*problems[k],
+                             *(f"{p.to_user_string()}: its output does not verify" for p in
+                               sorted(graph.get(k).parent_keys, key=lambda p: p.to_user_string()) if problems.get(p)),
+                             *(f"{c.key.asset_key.to_user_string()}: {c.reason}" for c in resolver.get_stale_root_causes(k))],
+            "problems": problems[k],
         })
     return rows
 
@@ -151,17 +172,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     for r in rows:
         state = "missing" if not r["materialized"] else ("STALE" if r["stale"] else "fresh")
         print(f"{r['key']:<{width}}  {state:<7}  {r['data_version'] or ''}")
+        for problem in r.get("problems", []):  # an output whose record does not verify: the cause
+            print(f"{'':<{width}}  !! {problem}")
     return 0
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
     from assets.common import latest_metadata
     from spec.lineage import lineage_tree, render_tree
+    from spec.lineage_verify import annotate_tree
 
     recipe, defs, _ = _context(args.recipe, args.set)
     asset_key = resolve_key(defs, args.asset)
     meta = latest_metadata(get_instance(), asset_key)
-    tree = lineage_tree({"asset": asset_key.path[-1], "data_version": meta.get("data_version"), "path": meta["path"]})
+    # Every node is checked against its folder (spec.lineage_verify): one that does not verify is marked.
+    tree = annotate_tree(lineage_tree({"asset": asset_key.path[-1], "data_version": meta.get("data_version"),
+                                       "path": meta["path"]}))
     print(json.dumps(tree, indent=2) if args.json else "\n".join(render_tree(tree)))
     return 0
 
@@ -183,10 +209,27 @@ def selection_for(defs, instance, args: argparse.Namespace) -> list | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Materialize, holding the home lock for the whole run (dagster_project.home_lock): a second
+    run on the same home exits at once (HomeBusy, exit 3) or, with --wait, queues behind it."""
+    from spec.paths import cascade_home
+
+    def waiting(holder: dict[str, Any]) -> None:
+        print(f"cascade run: waiting for the run holding {cascade_home()} (pid {holder.get('pid', '?')}, "
+              f"started {holder.get('started', '?')})", file=sys.stderr, flush=True)
+
+    with home_lock(cascade_home(), command_line(), wait=getattr(args, "wait", False), on_wait=waiting):
+        return _run_locked(args)
+
+
+def _run_locked(args: argparse.Namespace) -> int:
     from assets import MAIN_JOB
+    from spec.paths import cascade_home
 
     recipe, defs, timer = _context(args.recipe, args.set)
     instance = get_instance()
+    recovered = recover_home(instance, cascade_home())  # no other run is writing: safe to clean up
+    if recovered:
+        print(recovered, flush=True)
     started = time.perf_counter()
     observe_sources(defs, instance)
     selection = selection_for(defs, instance, args)
@@ -223,12 +266,13 @@ def execute(defs, instance, recipe, selection: list | None):
     job = defs.resolve_job_def(MAIN_JOB)
     if job.executor_def.name == "in_process":
         return job.execute_in_process(instance=instance, asset_selection=selection, raise_on_error=False,
-                                      run_config=_quiet())
+                                      run_config=_quiet(), tags=run_tags())
     path = str(recipe.path.resolve()) if recipe.path else None
     overrides = tuple(f"{k}={json.dumps(v)}" for k, v in recipe.overrides.items())
     recon = dg.build_reconstructable_job(__name__, reconstruct_job.__name__,
                                          reconstructable_kwargs={"recipe_path": path, "overrides": overrides})
-    return dg.execute_job(recon, instance=instance, asset_selection=selection, raise_on_error=False, run_config=_quiet())
+    return dg.execute_job(recon, instance=instance, asset_selection=selection, raise_on_error=False,
+                          run_config=_quiet(), tags=run_tags())
 
 
 def _report(defs, instance, result, wall: float, work: float | None) -> None:

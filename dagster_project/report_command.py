@@ -4,13 +4,16 @@ The same report the `evals/forgetting_matrix` asset stores (assets.evals.cascade
 checkpoint × domain scores with 95% intervals per mode, each stage's own-domain gain with its
 p-value, every gate's verdict and margin, and training-curve summaries. It reads the latest
 eval reports and stage metrics from the Dagster instance, so it also works on a partial run:
-whatever was not evaluated is shown as missing, never as 0.
+whatever was not evaluated is shown as missing, never as 0. An eval or checkpoint folder whose
+lineage record does not verify (spec.lineage_verify) is shown as missing too, with the cause on
+stderr: its numbers are not reported as if they were sound.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -27,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     import dagster as dg
 
-    from assets.common import latest_metadata
+    from assets.common import latest_metadata, materialization_problems
     from assets.evals import cascade_report
     from dagster_project.commands import get_instance
     from dagster_project.recipe import load_recipe
@@ -38,9 +41,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     def path_of(asset_key: dg.AssetKey) -> Path | None:
         try:
-            return Path(latest_metadata(instance, asset_key)["path"])
+            path = Path(latest_metadata(instance, asset_key)["path"])
         except (dg.Failure, KeyError):
             return None
+        problems = materialization_problems(instance, asset_key)
+        for problem in problems:
+            print(f"cascade report: {asset_key.to_user_string()} left out: {problem}", file=sys.stderr)
+        return None if problems else path
 
     report = cascade_report(recipe, path_of)
     print(render_text(report))

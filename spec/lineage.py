@@ -14,7 +14,10 @@ it (`${CASCADE_HOME}/...`), so a moved or copied home still resolves; `lineage_t
 paths resolved against the current home.
 
 plus details that depend on what it records (row counts and drop reasons of a dataset; the
-trainer's config, rewards, seed, library versions and metrics summary of a checkpoint).
+trainer's config, rewards, seed, library versions and metrics summary of a checkpoint), and
+`files`, added by `write_record` itself: `{relative name: {size, digest}}` of every data file in
+the folder (`file_manifest`), so a reader can tell whether the folder still holds what the
+record describes (spec.lineage_verify; docs/lineage.md).
 Walking `inputs` from record to record rebuilds the whole tree back to the raw source files
 with no Dagster process running (`lineage_tree`, `render_tree`; `cascade lineage` prints it).
 """
@@ -28,10 +31,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from spec.hashing import file_digest
 from spec.paths import portable, portable_path, resolve_home_path
 
 LINEAGE_FILE = "lineage.json"
 RECORD_KEYS = ("asset", "data_version", "path", "code_version", "inputs")
+FILES_KEY = "files"
+UNSIGNED_NAMES = frozenset({LINEAGE_FILE, "README.md", "checkpoints"})
+"""Top-level names `files` leaves out: the record itself, the model card (rewritten when the
+checkpoint is evaluated, after its record) and a trainer's resume state (deleted right after the
+record is written). Hidden names (temporary files, set-aside folders) are left out too."""
 
 
 def input_ref(asset: str, data_version: str, path: str | Path | None) -> dict[str, Any]:
@@ -45,7 +54,7 @@ def make_record(asset: str, data_version: str, path: str | Path, code_version: s
     for i, item in enumerate(inputs):
         if "asset" not in item or "data_version" not in item:
             raise ValueError(f"{asset}: input {i} needs `asset` and `data_version`: {item}")
-    clash = set(details) & {*RECORD_KEYS, "created_at"}
+    clash = set(details) & {*RECORD_KEYS, FILES_KEY, "created_at"}
     if clash:
         raise ValueError(f"{asset}: details may not override {sorted(clash)}")
     return portable({"asset": asset, "data_version": str(data_version), "path": str(path), "code_version": code_version,
@@ -53,11 +62,35 @@ def make_record(asset: str, data_version: str, path: str | Path, code_version: s
                      "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
+def data_files(folder: str | Path) -> list[Path]:
+    """The data files of an output folder, sorted: every file below it except UNSIGNED_NAMES at
+    the top and anything under a hidden name."""
+    folder = Path(folder)
+    out = []
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder)
+        if rel.parts[0] in UNSIGNED_NAMES or any(part.startswith(".") for part in rel.parts):
+            continue
+        if path.is_file():
+            out.append(path)
+    return sorted(out)
+
+
+def file_manifest(folder: str | Path) -> dict[str, dict[str, Any]]:
+    """`{relative name: {size, digest}}` of the folder's data files (what `files` records)."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "digest": file_digest(p)}
+            for p in data_files(folder)}
+
+
 def write_record(folder: str | Path, record: dict[str, Any]) -> Path:
-    """Write `record` as `<folder>/lineage.json` atomically (readers never see half a file)."""
+    """Write `record` as `<folder>/lineage.json` atomically (readers never see half a file), with
+    `files` set to the folder's `file_manifest`: write the record after the data it describes.
+    `record` gains that `files` entry in place, so the caller's copy is the one on disk."""
     missing = [k for k in RECORD_KEYS if k not in record]
     if missing:
         raise ValueError(f"a lineage record needs {missing}")
+    record[FILES_KEY] = file_manifest(folder)
     target = Path(folder) / LINEAGE_FILE
     tmp = target.with_name(f".{LINEAGE_FILE}.{uuid.uuid4().hex[:8]}")
     tmp.write_text(json.dumps(record, indent=2, sort_keys=False, default=str))
@@ -75,7 +108,10 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
 
 def lineage_tree(ref: dict[str, Any], _seen: frozenset[str] = frozenset()) -> dict[str, Any]:
     """{asset, data_version, path, code_version, inputs: [same shape]} from a record's folder (paths resolved)."""
-    record = (read_record(resolve_home_path(ref["path"])) if ref.get("path") else None) or {}
+    try:
+        record = (read_record(resolve_home_path(ref["path"])) if ref.get("path") else None) or {}
+    except ValueError:  # an unreadable record: shown as the reference has it (verification names it)
+        record = {}
     path = record.get("path") or ref.get("path")
     node = {
         "asset": record.get("asset") or ref.get("asset"),
@@ -84,6 +120,10 @@ def lineage_tree(ref: dict[str, Any], _seen: frozenset[str] = frozenset()) -> di
         "code_version": record.get("code_version", ref.get("code_version")),
         "inputs": [],
     }
+    if record.get("data_version") is not None and ref.get("data_version") is not None \
+            and str(ref["data_version"]) != str(record["data_version"]):  # who points here disagrees with it
+        node["problems"] = [f"{node['asset']}: referenced as data_version {ref['data_version']} but its "
+                            f"{LINEAGE_FILE} says {record['data_version']}"]
     key = f"{node['path']}@{node['data_version']}"
     if key in _seen:  # defensive: lineage is a DAG, never recurse forever
         return node
@@ -95,16 +135,19 @@ def lineage_tree(ref: dict[str, Any], _seen: frozenset[str] = frozenset()) -> di
 def render_tree(node: dict[str, Any], prefix: str = "", last: bool = True, root: bool = True,
                 _shown: set[str] | None = None) -> list[str]:
     """Human-readable tree, one line per node: name, version, path. A subtree that was
-    already printed (shared inputs such as benchmarks) is printed once, then referenced."""
+    already printed (shared inputs such as benchmarks) is printed once, then referenced. A node
+    with `problems` (spec.lineage_verify.annotate_tree) is marked UNVERIFIED, one `!!` line each."""
     shown = set() if _shown is None else _shown
     ident = f"{node['asset']}@{node['data_version']}"
     repeat = ident in shown and node["inputs"]
     label = f"{node['asset']}  [{str(node['data_version'])[:12]}]  {node['path']}" + ("  (inputs shown above)" if repeat else "")
+    label += "  UNVERIFIED" if node.get("problems") else ""
     lines = [label if root else f"{prefix}{'└── ' if last else '├── '}{label}"]
+    child_prefix = "" if root else prefix + ("    " if last else "│   ")
+    lines += [f"{child_prefix}{'│   ' if node['inputs'] and not repeat else '    '}!! {p}" for p in node.get("problems", [])]
     if repeat:
         return lines
     shown.add(ident)
-    child_prefix = "" if root else prefix + ("    " if last else "│   ")
     for i, child in enumerate(node["inputs"]):
         lines += render_tree(child, child_prefix, i == len(node["inputs"]) - 1, root=False, _shown=shown)
     return lines

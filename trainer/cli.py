@@ -3,7 +3,9 @@
 
 CHECKPOINT is a checkpoint folder, its rollouts.parquet, or a stage name (the newest finished
 folder under $CASCADE_HOME/checkpoints/<stage>/). A checkpoint without the table is an error
-(FileNotFoundError, which `cascade` reports with exit status 2).
+(FileNotFoundError, which `cascade` reports with exit status 2), and so is one whose lineage
+record does not verify (spec.lineage_verify: the record or its files were changed after it was
+written), named with both values.
 """
 
 from __future__ import annotations
@@ -50,7 +52,14 @@ def audit_handler(args: argparse.Namespace) -> int:
         summarize_rollouts,
     )
 
-    summary = summarize_rollouts(resolve_checkpoint(args.checkpoint), examples_per_reason=args.examples)
+    from spec.lineage_verify import load_record, verify_record
+
+    checkpoint = resolve_checkpoint(args.checkpoint)
+    if load_record(checkpoint)[0] is not None:  # a folder with a record must agree with it
+        problems = verify_record(checkpoint)
+        if problems:
+            raise ValueError("the checkpoint does not verify, its rollouts are not summarized: " + "; ".join(problems))
+    summary = summarize_rollouts(checkpoint, examples_per_reason=args.examples)
     if args.json:
         print(json.dumps(summary, indent=1, ensure_ascii=False))
     else:

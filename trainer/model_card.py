@@ -98,5 +98,8 @@ def set_eval_table(folder: str | Path, eval_markdown: str) -> Path | None:
     if EVAL_START not in text or EVAL_END not in text:
         return None
     new = EVAL_START + "\n" + eval_section(eval_markdown) + "\n" + EVAL_END
-    path.write_text(text[:text.index(EVAL_START)] + new + text[text.index(EVAL_END) + len(EVAL_END):])
+    # The folder is published: replace the card whole, so a kill mid-write leaves the old one.
+    tmp = path.with_name(f".{CARD_FILE}.tmp")
+    tmp.write_text(text[:text.index(EVAL_START)] + new + text[text.index(EVAL_END) + len(EVAL_END):])
+    tmp.replace(path)
     return path

@@ -321,8 +321,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 
 
 def newest_checkpoint(stage_dir: Path) -> Path | None:
-    """The most recently finished checkpoint folder (model + lineage.json) under a stage's folder."""
-    done = [p for p in stage_dir.iterdir() if p.is_dir() and (p / "lineage.json").is_file()
+    """The most recently finished checkpoint folder (model + lineage.json) under a stage's folder;
+    version folders only (no `.`: not `<version>.partial`, nor a folder set aside as `.unverified-*`)."""
+    done = [p for p in stage_dir.iterdir() if p.is_dir() and "." not in p.name and (p / "lineage.json").is_file()
             and (p / "model.safetensors").is_file()] if stage_dir.is_dir() else []
     return max(done, key=lambda p: (p / "lineage.json").stat().st_mtime, default=None)
 

@@ -65,7 +65,9 @@ def test_toy_kind_materializes_through_the_registry(toy_kind, tmp_path, monkeypa
     assert events["toy_rl_prompts"]["rows_out"].value > 0
 
     assert len(TRAINED) == 1 and Path(TRAINED[0]).parent.name == "toy_rl"  # routed to the kind's trainer
-    record = json.loads((Path(TRAINED[0]) / "lineage.json").read_text())
+    # Trained in `<version>.partial` (assets.publish), published under `<version>` once complete.
+    assert TRAINED[0].endswith(".partial") and not Path(TRAINED[0]).exists()
+    record = json.loads((Path(TRAINED[0].removesuffix(".partial")) / "lineage.json").read_text())
     assert record["asset"] == "toy_rl" and record["data_version"] == events["toy_rl"]["data_version"].value
     assert record["kind"] == "grpo" and [r["name"] for r in record["rewards"]] == ["math"]
     assert "reward/math" in {i["asset"] for i in record["inputs"]}

@@ -184,3 +184,29 @@ def test_moved_home_still_resolves(cascade: Path, capsys, tmp_path_factory: pyte
             assert json.loads(report.read_text())["matrix"]["swe_rl"]["math"] is not None
     finally:
         away.rename(cascade)
+
+
+def test_an_edited_record_is_stale_and_retrained(cascade: Path, capsys) -> None:
+    """A hand-edited checkpoint record (spec.lineage_verify): every record of a full run verifies;
+    after the edit `status` shows the checkpoint stale with both values, `lineage` marks it,
+    `verify-home` exits 1, and `run --stale` trains it again instead of reusing it."""
+    capsys.readouterr()
+    assert main(["verify-home"]) == 0, capsys.readouterr().out  # no false alarm anywhere in a real home
+    folder = Path(_lineage(capsys, "swe_rl")["path"])
+    record = json.loads((folder / "lineage.json").read_text())
+    (folder / "lineage.json").write_text(json.dumps(record | {"data_version": "abc123"}))
+    cause = f"checkpoints/swe_rl: lineage.json says data_version abc123 but its folder is {folder.name}"
+
+    status = _status(capsys)
+    assert status["swe_rl"]["stale"] and status["swe_rl"]["stale_causes"][0] == cause
+    assert status["eval_swe_rl"]["stale"] and status["forgetting_matrix"]["stale"]
+    assert not status["code_rl"]["stale"]
+    assert cause in _lineage(capsys, "swe_rl")["problems"]
+    assert main(["verify-home"]) == 1 and f"MISMATCH {cause}" in capsys.readouterr().out
+
+    assert main(["run", "--stale", "--recipe", TINY]) == 0
+    assert not [a for a, r in _status(capsys).items() if r["stale"]]
+    assert json.loads((folder / "lineage.json").read_text())["data_version"] == folder.name  # trained again
+    assert [p for p in folder.parent.iterdir() if p.name.startswith(f".unverified-{folder.name}-")]  # kept aside
+    capsys.readouterr()
+    assert main(["verify-home"]) == 0, capsys.readouterr().out

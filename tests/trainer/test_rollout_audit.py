@@ -185,7 +185,9 @@ def test_cascade_audit_cli(grpo_kwargs, cascade_home, tiny_model_dir, capsys):
     from dagster_project.cli import main
 
     out = cascade_home / "checkpoints" / "audit_rl" / "v1"  # the platform's layout: checkpoints/<stage>/<version>
-    run_grpo(GRPOConfig(**{**grpo_kwargs, "output_dir": str(out), "max_steps": 1}))
+    # the platform names the record after the folder (config.lineage); a record that disagrees is refused
+    run_grpo(GRPOConfig(**{**grpo_kwargs, "output_dir": str(out), "max_steps": 1,
+                           "lineage": {"asset": "audit_rl", "data_version": "v1"}}))
     capsys.readouterr()
     assert main(["audit", str(out)]) == 0
     text = capsys.readouterr().out
