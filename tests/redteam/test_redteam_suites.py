@@ -8,19 +8,13 @@ import os
 
 import pytest
 
-from sandboxes import sandbox_available
-from tests.rewards.suites import RED_TEAM, Case, build_rewards, close_rewards, score_cases
+from tests.rewards.suites import RED_TEAM, Case, scored
 
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict:
-    rewards = build_rewards()
-    if not sandbox_available():
-        rewards.pop("code")
-    try:
-        yield score_cases(rewards, RED_TEAM)
-    finally:
-        close_rewards(rewards)
+    with scored(RED_TEAM) as found:
+        yield found
 
 
 @pytest.mark.parametrize("case", RED_TEAM, ids=lambda c: f"{c.reward}/{c.id}")

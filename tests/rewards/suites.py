@@ -9,9 +9,10 @@ The code reward's name attacks are in tests/redteam/code_name_cases.py and are f
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from tests.redteam.code_name_cases import ATTACKS as CODE_NAME_ATTACKS
 from tests.redteam.code_name_cases import CONTROLS as CODE_NAME_CONTROLS
@@ -192,3 +193,18 @@ def score_cases(rewards: dict[str, Any], cases: list[Case]) -> dict[str, Any]:
         results = reward.score([c.prompt for c in mine], [c.completion for c in mine], **columns)
         out.update({f"{name}/{c.id}": r for c, r in zip(mine, results)})
     return out
+
+
+@contextlib.contextmanager
+def scored(cases: list[Case]) -> Iterator[dict[str, Any]]:
+    """`score_cases` of `cases` on fresh verifiers, closed afterwards; without a sandbox the code
+    cases are left out (their tests skip)."""
+    from sandboxes import sandbox_available
+
+    rewards = build_rewards()
+    if not sandbox_available():
+        rewards.pop("code")
+    try:
+        yield score_cases(rewards, cases)
+    finally:
+        close_rewards(rewards)

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from sandboxes import sandbox_available
-from tests.rewards.suites import HONEST, Case, build_rewards, close_rewards, score_cases
+from tests.rewards.suites import HONEST, Case, scored
 
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict:
-    rewards = build_rewards()
-    if not sandbox_available():
-        rewards.pop("code")
-    try:
-        yield score_cases(rewards, HONEST)
-    finally:
-        close_rewards(rewards)
+    with scored(HONEST) as found:
+        yield found
 
 
 def test_every_verifier_has_an_honest_suite() -> None:
