@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from spec import lineage_verify
 from spec.lineage import LINEAGE_FILE
 from spec.paths import portable_path
 
@@ -53,9 +54,7 @@ def partial_folder(final: Path) -> Path:
 
 def set_aside(folder: Path) -> Path:
     """Move an untrustworthy `folder` out of the way, to a temporary name `clean_leftovers` removes."""
-    target = folder.parent / f"{TEMP_PREFIX}{folder.name}-{uuid.uuid4().hex[:8]}"
-    folder.rename(target)
-    return target
+    return lineage_verify.set_aside(folder, prefix=TEMP_PREFIX)
 
 
 def temp_folder(final: Path) -> Path:

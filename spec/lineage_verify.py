@@ -147,12 +147,13 @@ def read_verified_record(folder: str | Path, *, full: bool = False) -> tuple[dic
     return record, verify_record(folder, full=full)
 
 
-def set_aside(folder: str | Path) -> Path:
+def set_aside(folder: str | Path, prefix: str = ".unverified-") -> Path:
     """Move an unusable output folder out of the way, beside itself under a hidden name
-    (`.unverified-<version>-<random>`, skipped by every reader and by `files`), so the asset
-    writes it again; nothing is deleted. Returns the new place."""
+    (`<prefix><version>-<random>`, skipped by every reader and by `files`), so the asset writes
+    it again; nothing is deleted here (assets.publish uses its `.tmp-` prefix for folders the
+    next run may remove). Returns the new place."""
     folder = _folder(folder)
-    target = folder.with_name(f".unverified-{folder.name}-{uuid.uuid4().hex[:8]}")
+    target = folder.with_name(f"{prefix}{folder.name}-{uuid.uuid4().hex[:8]}")
     os.replace(folder, target)
     return target
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["NonFiniteLossError", "check_finite", "finite_value"]
+__all__ = ["NonFiniteLossError", "check_finite"]
 
 
 class NonFiniteLossError(RuntimeError):
@@ -57,7 +57,7 @@ class NonFiniteLossError(RuntimeError):
                 f"the weights were not updated; {resume}")
 
 
-def finite_value(value: Any) -> float:
+def _as_float(value: Any) -> float:
     """`value` (a float or a one-element tensor) as a float."""
     if hasattr(value, "detach"):
         value = value.detach()
@@ -71,6 +71,6 @@ def check_finite(value: Any, step: int | None = None, *, what: str = "loss", kin
     `step` is the 0-based index of the optimizer step (the message counts from 1, as checkpoint
     folders do: the step after `checkpoints/step_2` is step 3).
     """
-    number = finite_value(value)
+    number = _as_float(value)
     if not math.isfinite(number):
         raise NonFiniteLossError(what, number, None if step is None else step + 1, kind, stage)

@@ -23,7 +23,6 @@ import sys
 import time
 from typing import Any
 
-from trainer.backend_api import check_finite
 from trainer.batching import build_group_batch, gap_metrics, sampler_gap, target_logprobs
 from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout, resolve_rollout_engine
@@ -244,7 +243,6 @@ class GRPOTrainer:
                 rows = batches[k] if k < len(batches) else [([self.pad_id], [[self.pad_id]], [0.0])]
                 loss, stats = self._loss(rows, epoch, k, old_logps, n_tok, n_seq, dummy=k >= len(batches),
                                          temperature=temp)
-                check_finite(loss, step)
                 backend.backward(loss * backend.grad_scale(), last=k == n_batches - 1)
                 loss_total += float(loss.detach())
                 if epoch == 0:
