@@ -58,6 +58,7 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
     def clean(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         from curation.decontam import BenchmarkIndex, decontaminate_table
         from curation.dedup import DedupParams, dedup
+        from curation.shards import contamination_counts
         from curation.versioning import write_versioned
 
         raw = read_data(upstream_path(context, raw_key))
@@ -66,10 +67,9 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
             index = BenchmarkIndex.build(benches, n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
             kept, hits = decontaminate_table(raw, index, recipe.curation.decontam.fields_for(raw.schema))
-            dropped: dict[str, int] = {}
-            for h in hits:
-                dropped[f"contaminated:{h.benchmark}"] = dropped.get(f"contaminated:{h.benchmark}", 0) + 1
-            result = dedup([kept], DedupParams.from_dict(recipe.curation.dedup.model_dump()))
+            dropped = contamination_counts([h.benchmark for h in hits])
+            params = DedupParams.from_dict(recipe.curation.dedup.model_dump())
+            result = dedup([kept], params, fields=params.fields_for(recipe.source(name).domain))
             for reason, n in result.dropped_counts(0).items():
                 dropped[reason] = dropped.get(reason, 0) + n
             out = write_versioned(
@@ -99,7 +99,9 @@ def _sft_data_asset(recipe: Recipe, stage: SFTStageSpec, timer: WorkTimer) -> dg
 
         tables = {s: (recipe.source(s).domain, read_data(upstream_path(context, k))) for s, k in clean_keys.items()}
         with timer.measure(context.asset_key.to_user_string()):
-            blend = blend_sft(tables, BlendConfig.from_recipe(stage, recipe.curation.swe, recipe.seed),
+            caps = {s: recipe.source(s).max_responses_per_prompt for s in stage.sources
+                    if recipe.generation(s) is None and recipe.source(s).max_responses_per_prompt}
+            blend = blend_sft(tables, BlendConfig.from_recipe(stage, recipe.curation.swe, recipe.seed, caps),
                               count_tokens=token_counter(upstream_path(context, base_key)))
             out = write_versioned(
                 blend.table, data_root(), f"{stage.name}_data", rows_in=blend.rows_in, dropped=blend.dropped,
@@ -124,7 +126,8 @@ def _rm_data_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
 
         tables = [read_data(upstream_path(context, k)) for k in clean_keys]
         with timer.measure(context.asset_key.to_user_string()):
-            result = dedup(tables, DedupParams.from_dict(recipe.curation.dedup.model_dump()))
+            params = DedupParams.from_dict(recipe.curation.dedup.model_dump())
+            result = dedup(tables, params, fields=params.fields_for("preference"))
             table = pa.concat_tables(result.tables)
             dropped: dict[str, int] = {}
             for i in range(len(tables)):

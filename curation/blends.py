@@ -4,8 +4,11 @@ Steps, in order (each drop is counted under its reason):
 1. SWE sources go through the paper's split (docs/cascade_rl.md#swe-data-split,
    `curation.swe.split_swe`); only the SFT side
    stays (`swe_to_rl` counts instances routed to RL, `swe:<reason>` the split's drops).
-2. Cross-source exact dedup by normalised prompt (`curation.text.normalize`): the first
-   source in the stage's order wins (`duplicate_prompt`).
+2. Cross-source exact dedup of whole examples (`curation.text.normalize` of the system prompt,
+   prompt and responses, `curation.dedup_params.EXAMPLE_FIELDS`): the first source in the
+   stage's order wins (`duplicate_example`); several responses to one prompt all stay. A
+   source's `max_responses_per_prompt` keeps its first N examples per normalised prompt
+   (`over_responses_per_prompt`).
 3. Chat formatting (`curation.chat.sft_rows`): parallel responses -> two rows; malformed
    responses dropped with chat's reasons.
 4. Per-domain minimum response length in policy tokens (`short_answer`, docs/cascade_rl.md#sft-stages: stage 2
@@ -34,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 
 from curation.chat import DEFAULT_SYSTEM, MODES, sft_rows
+from curation.dedup_params import EXAMPLE_FIELDS
 from curation.schemas import SFT_SCHEMA, SourceTable
 from curation.swe import SweSplitConfig, split_swe, swe_chat_rows
 from curation.text import normalize
@@ -63,12 +67,17 @@ class BlendConfig:
     """Reasoning modes whose responses become rows."""
     swe: SweSplitConfig = SweSplitConfig()
     """SFT/RL split rule applied to SWE sources."""
+    max_responses_per_prompt: Mapping[str, int] = field(default_factory=dict)
+    """Source name -> most examples kept per normalised prompt (absent: no cap)."""
 
     @classmethod
-    def from_recipe(cls, stage: Any, swe: Any | None = None, seed: int = 0) -> "BlendConfig":
-        """From a recipe SFT stage (`upsample`, `max_tokens`, `min_answer_tokens`) and `curation.swe`."""
+    def from_recipe(cls, stage: Any, swe: Any | None = None, seed: int = 0,
+                    max_responses_per_prompt: Mapping[str, int] | None = None) -> "BlendConfig":
+        """From a recipe SFT stage (`upsample`, `max_tokens`, `min_answer_tokens`), `curation.swe` and
+        the sources' `max_responses_per_prompt`."""
         return cls(upsample=dict(stage.upsample), max_tokens=stage.max_tokens,
-                   min_answer_tokens=dict(stage.min_answer_tokens), seed=seed, swe=SweSplitConfig.from_recipe(swe))
+                   min_answer_tokens=dict(stage.min_answer_tokens), seed=seed, swe=SweSplitConfig.from_recipe(swe),
+                   max_responses_per_prompt=dict(max_responses_per_prompt or {}))
 
 
 @dataclass
@@ -127,12 +136,19 @@ def blend(sources: Sequence[BlendSource], config: BlendConfig = BlendConfig(),
             rows = src.table.to_pylist()
             candidates += sum(_candidates(r, config.modes) for r in rows)
         unique = []
+        cap, per_prompt = config.max_responses_per_prompt.get(src.name), {}
         for row in rows:
-            key = normalize(row["prompt"])
+            key = normalize("\n".join(row.get(f) or "" for f in EXAMPLE_FIELDS))
             if key in seen:
-                _bump(dropped, "duplicate_prompt", _candidates(row, config.modes))
+                _bump(dropped, "duplicate_example", _candidates(row, config.modes))
                 continue
             seen.add(key)
+            if cap is not None:
+                prompt = normalize(row["prompt"])
+                per_prompt[prompt] = per_prompt.get(prompt, 0) + 1
+                if per_prompt[prompt] > cap:
+                    _bump(dropped, "over_responses_per_prompt", _candidates(row, config.modes))
+                    continue
             unique.append(row)
         table, reasons = sft_rows(unique, src.domain, config.system, config.modes)
         for reason, n in reasons.items():

@@ -1,232 +1,191 @@
-"""Sharded curation: a source read and curated in shards, then merged into exactly the rows
-(and so the content hash) that the unsharded path produces.
+"""Sharded curation: the per-shard, per-partition and streaming parts of cleaning one source.
 
-Why it is exact:
-* A record goes to shard `crc32(raw line) % shards` (`shard_of`): cheap, stable, and known
-  before the record is parsed, so a shard parses and validates only its own records. Each
-  valid row keeps its position in the source (`ORDINAL`), each quarantined one its line.
-* Normalisation, quarantine and decontamination are per row, so doing them per shard
-  changes nothing but where the work happens (`load_shard`, then `decontaminate_table` on
-  the shard).
-* Deduplication is order-dependent (earlier rows win), so only its per-row part runs per
-  shard (`fingerprints`: the exact-match digest of the normalised text and the 14 MinHash
-  band keys of the row's shingle set); `merge_dedup` then walks all rows in source order
-  with the same rules as `dedup.dedup`: an exact digest of an earlier kept row, else a kept
-  row sharing an LSH band with Jaccard >= threshold (exact Jaccard of the shingle sets,
-  computed only for candidate pairs). Band keys are blake2b-8 digests of the band's
-  datasketch values, so two rows share a bucket exactly when datasketch's MinHashLSH would
-  put them in one (a 64-bit collision could only add a candidate, which the exact Jaccard
-  then judges).
+One code path: the unsharded clean asset and the sharded one call the same functions; sharding
+is a parameter. A source's clean table is made in four kinds of steps (assets/shards.py runs
+them as Dagster steps; `curation.dedup.dedup` runs the dedup stages in one process):
 
-Tested against the unsharded `load_source` + `decontaminate_table` + `dedup`, directly and
-through Dagster on the tiny recipe, in tests/e2e/test_sharding.py.
+1. **Shard** k of N (`curate_shard`): `curation.sources.load_source` reads only the records of
+   shard k (`shard_of`: CRC32 of the raw line mod N, known before a record is parsed), maps
+   them onto the canonical schema with quarantine, and each valid row keeps its position in
+   the source (`ORDINAL`). Decontamination is per row. The dedup keys of the rows
+   (`curation.dedup_stages.row_keys`) are split into P key partitions.
+2. **Partition** j of P (`confirm_partition`): the keys of partition j from every shard give
+   candidate pairs, confirmed on the texts of the candidate rows only, read back from the shard
+   outputs (`ShardTexts`).
+3. **Cluster** (`curation.dedup_stages.cluster`): one step over the confirmed edges; memory
+   proportional to the duplicate pairs.
+4. **Assemble** (`assemble`): the shard outputs merged by position, removed rows left out,
+   streamed in record batches to the writer, so the result (rows in source order) equals
+   the unsharded path's and no step holds the whole corpus.
+
+Every step's memory is bounded by its shard or partition (rows / N), not by the corpus.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
-from curation.dedup import (
-    DROPPED_SCHEMA,
-    DedupParams,
-    jaccard,
-    minhash_signatures,
-    shingle_sets,
-    text_column,
-)
-from curation.formats import FORMATS, canonical_record, detect_layout
-from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
-from curation.sources import (
-    DETECT_ROWS,
-    LEGACY_READER_FORMATS,
-    QUARANTINE_SCHEMA,
-    READERS,
-    LoadResult,
-    Record,
-    canonical_row,
-    detect_reader,
-    json_array,
-    jsonl_lines,
-)
-from curation.text import normalize
+from curation.dedup_params import DedupParams, text_column
+from curation.dedup_stages import candidate_pairs, confirm_pairs, row_keys, split_keys
+from curation.sources import LoadResult, load_source, shard_of
 
-ORDINAL = "_ordinal"  # position of the record in the source (0-based, blank lines not counted)
-DIGEST, BANDS = "_digest", "_bands"
+__all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "contamination_counts", "curate_shard", "decontam_report",
+           "shard_of"]
+
+ORDINAL = "_ordinal"
+"""Position of a valid row in the whole source (0-based, blank lines not counted)."""
+ROW_GROUP_ROWS = 8192
+"""Row-group size of shard outputs: what one streamed read holds per shard."""
 
 
-def shard_of(raw: bytes, shards: int) -> int:
-    """The shard of a record: CRC32 of its raw bytes (a jsonl line without its newline) mod `shards`."""
-    return zlib.crc32(raw) % shards
-
-
-class ShardLoad(LoadResult):
-    """The valid and quarantined rows of one shard of a source: a `LoadResult` whose table carries the
-    int64 `_ordinal` column (position in the whole source), as does each quarantined row's `line`."""
-
-
-def _records(path: Path | str, reader: str, split: str | None, limit: int | None, shard: int,
-             shards: int) -> Iterator[tuple[int, Record]]:
-    if reader == "jsonl" and json_array(Path(path)) is None:  # other shards' lines are never decoded
-        yield from jsonl_lines(Path(path), limit, keep=lambda raw: shard_of(raw, shards) == shard)
-        return
-    for i, record in enumerate(READERS[reader](path, split, limit)):  # other readers: every record is read
-        if shard_of(record[2].encode("utf-8", "backslashreplace"), shards) == shard:
-            yield i, record
-
-
-def load_shard(path: Path | str, format: str, domain: str, source_name: str, shard: int, shards: int,
-               columns: Mapping[str, str] | None = None, split: str | None = None, limit: int | None = None,
-               reader: str = "auto") -> ShardLoad:
-    """`curation.sources.load_source` for the records of one shard (same arguments, plus the
-    shard and shard count); the union of all shards' rows, in `_ordinal` order, is its table."""
-    if not 0 <= shard < shards:
-        raise ValueError(f"shard {shard} out of range for {shards} shards")
-    if domain not in DOMAIN_SCHEMAS:
-        raise ValueError(f"unknown domain {domain!r} (known: {sorted(DOMAIN_SCHEMAS)})")
-    schema = DOMAIN_SCHEMAS[domain]
-    columns = dict(columns or {})
-    if format in LEGACY_READER_FORMATS:
-        format, reader = "canonical", format if reader == "auto" else reader
-    reader = detect_reader(path) if reader == "auto" else reader
-    if reader not in READERS:
-        raise ValueError(f"unknown reader {reader!r} (known: auto, {', '.join(sorted(READERS))})")
-    if format == "auto":  # detected on the first rows of the whole source, as load_source does
-        head = itertools.islice(READERS[reader](path, split, limit), DETECT_ROWS)
-        format = detect_layout((obj for obj, reason, _ in head if reason is None), ignore=columns.values())
-    if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r} (known: auto, {', '.join(sorted(FORMATS))})")
-    names = [f.name for f in schema if f.name not in ("row_id", "source")]
-    rows, ordinals, bad = [], [], []
-    dropped: dict[str, int] = {}
-    rows_in = 0
-    for i, (obj, reason, raw) in _records(path, reader, split, limit, shard, shards):
-        rows_in += 1
-        if reason is None:
-            try:
-                rows.append(canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
-                ordinals.append(i)
-                continue
-            except InvalidRow as err:
-                reason = err.reason
-        dropped[reason] = dropped.get(reason, 0) + 1
-        bad.append({"source": source_name, "line": i, "reason": reason,
-                    "raw": raw.encode("utf-8", "backslashreplace").decode("utf-8")})
-    table = pa.Table.from_pylist(rows, schema=schema).append_column(ORDINAL, pa.array(ordinals, pa.int64()))
-    return ShardLoad(table, pa.Table.from_pylist(bad, schema=QUARANTINE_SCHEMA), rows_in, dropped, format, reader)
-
-
-def _bands(num_perm: int, threshold: float, weights: tuple[float, float]) -> list[tuple[int, int]]:
-    """datasketch MinHashLSH's band ranges for these settings."""
-    from datasketch import MinHashLSH
-
-    return list(MinHashLSH(threshold=threshold, num_perm=num_perm, weights=weights).hashranges)
-
-
-def fingerprints(table: pa.Table, params: DedupParams | None = None, fields: Sequence[str] | None = None) -> pa.Table:
-    """`table` plus the per-row dedup keys: `_digest` (blake2b-16 of the normalised text, null
-    when exact dedup is off) and `_bands` (LSH band keys, null when the row has no shingle or
-    near dedup is off). The order-dependent decisions are `merge_dedup`'s."""
-    params = params or DedupParams()
-    near = params.near
-    texts = text_column(table.drop_columns([c for c in (ORDINAL,) if c in table.column_names]), fields)
-    digests: list[bytes | None] = [None] * table.num_rows
-    if params.exact:
-        digests = [hashlib.blake2b(normalize(t).encode("utf-8"), digest_size=16).digest() for t in texts.to_pylist()]
-    bands: list[list[int] | None] = [None] * table.num_rows
-    if near.enabled and table.num_rows:
-        sets = shingle_sets(texts, near.shingle_size)
-        sigs = minhash_signatures(sets, near.num_perm, near.seed).astype(np.uint64)  # LeanMinHash keeps uint64
-        ranges = _bands(near.num_perm, near.threshold, near.lsh_weights)
-        for r, s in enumerate(sets):
-            if len(s):
-                row = sigs[r]
-                bands[r] = [int.from_bytes(hashlib.blake2b(row[a:b].tobytes(), digest_size=8).digest(), "little")
-                            for a, b in ranges]
-    return table.append_column(DIGEST, pa.array(digests, pa.binary())).append_column(
-        BANDS, pa.array(bands, pa.list_(pa.uint64())))
+def contamination_counts(benchmarks: Sequence[str]) -> dict[str, int]:
+    """{`contaminated:<benchmark>`: rows} for the benchmarks of the decontamination hits."""
+    counts: dict[str, int] = {}
+    for b in benchmarks:
+        counts[f"contaminated:{b}"] = counts.get(f"contaminated:{b}", 0) + 1
+    return counts
 
 
 @dataclass
-class MergeResult:
-    """The rows kept after the global dedup, in source order, and one record per dropped row."""
+class CuratedShard:
+    """One shard of a source after quarantine and decontamination, with its dedup keys."""
 
+    load: LoadResult
+    """The shard's read: valid rows (with ORDINAL) and quarantine."""
     table: pa.Table
-    """Kept rows, ORDINAL and fingerprint columns removed: equal to the unsharded `dedup` output."""
-    dropped: pa.Table
-    """DROPPED_SCHEMA rows (input 0), as `dedup` reports them."""
+    """Valid rows that passed decontamination, in source order, with ORDINAL."""
+    hits: list[Any]
+    """Decontamination records (`curation.decontam.Contamination`; `row` indexes `load.table`)."""
+    keys: list[pa.Table]
+    """Dedup keys of `table`'s rows, one table per key partition."""
 
-    def dropped_counts(self) -> dict[str, int]:
-        """{reason: count}, as `DedupResult.dropped_counts(0)`."""
-        rows = self.dropped.column("reason").to_pylist()
-        return {r: rows.count(r) for r in sorted(set(rows))}
-
-
-def merge_dedup(parts: Sequence[pa.Table], params: DedupParams | None = None,
-                fields: Sequence[str] | None = None) -> MergeResult:
-    """Exact and near-duplicate removal over the union of fingerprinted shards, in `_ordinal`
-    order: the same rows kept and dropped as `dedup([union in source order])`."""
-    params = params or DedupParams()
-    near = params.near
-    union = pa.concat_tables(parts) if parts else pa.table({ORDINAL: pa.array([], pa.int64())})
-    union = union.take(np.argsort(np.asarray(union.column(ORDINAL)), kind="stable"))
-    data = union.drop_columns([ORDINAL, DIGEST, BANDS])
-    digests = union.column(DIGEST).to_pylist()
-    bands = union.column(BANDS).to_pylist()
-    ids = data.column("row_id").to_pylist() if "row_id" in data.column_names else [None] * data.num_rows
-    texts = text_column(data, fields) if data.num_rows else None
-    sets: dict[int, np.ndarray] = {}
-
-    def shingles(g: int) -> np.ndarray:  # only rows that meet a candidate ever need their set
-        if g not in sets:
-            sets[g] = shingle_sets(texts.slice(g, 1), near.shingle_size)[0]
-        return sets[g]
-
-    seen: dict[bytes, str | None] = {}
-    buckets: list[dict[int, list[int]]] = []
-    kept_ids: list[str | None] = []
-    key_of: list[int] = []
-    keep = np.ones(data.num_rows, dtype=bool)
-    dropped: list[dict[str, Any]] = []
-    for g in range(data.num_rows):
-        rid, digest, row_bands = ids[g], digests[g], bands[g]
-        reason = dup_of = None
-        if digest is not None and digest in seen:
-            reason, dup_of = "exact_duplicate", seen[digest]
-        elif near.enabled and row_bands is not None:
-            if not buckets:
-                buckets = [{} for _ in row_bands]
-            candidates = set()
-            for bucket, band in zip(buckets, row_bands):
-                candidates.update(bucket.get(band, ()))
-            best = max(((jaccard(shingles(g), shingles(key_of[k])), -k) for k in candidates), default=None)
-            if best is not None and best[0] >= near.threshold:
-                reason, dup_of = "near_duplicate", kept_ids[-best[1]]
-            else:
-                for bucket, band in zip(buckets, row_bands):
-                    bucket.setdefault(band, []).append(len(kept_ids))
-                kept_ids.append(rid)
-                key_of.append(g)
-        if reason is None:
-            if digest is not None:
-                seen.setdefault(digest, rid)
-            continue
-        keep[g] = False
-        source = data.column("source")[g].as_py() if "source" in data.column_names else None
-        dropped.append({"input": 0, "source": source, "row_id": rid, "reason": reason, "duplicate_of": dup_of})
-    return MergeResult(data.filter(pa.array(keep)), pa.Table.from_pylist(dropped, schema=DROPPED_SCHEMA))
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Quarantine and contamination counts of the shard."""
+        counts = dict(self.load.dropped)
+        for reason, n in contamination_counts([h.benchmark for h in self.hits]).items():
+            counts[reason] = counts.get(reason, 0) + n
+        return counts
 
 
-def raw_positions(parts_ordinals: Sequence[np.ndarray], ordinals: np.ndarray) -> np.ndarray:
-    """Index of each of `ordinals` in the unsharded table of valid rows, given every shard's
-    valid-row ordinals (decontamination reports rows by that index)."""
-    everything = np.sort(np.concatenate([np.asarray(o, dtype=np.int64) for o in parts_ordinals])) \
-        if parts_ordinals else np.zeros(0, np.int64)
-    return np.searchsorted(everything, np.asarray(ordinals, dtype=np.int64))
+def curate_shard(path: Path | str, source: Mapping[str, Any], domain: str, shard: int, shards: int,
+                 index: Any, decontam_fields: Any, params: DedupParams, partitions: int) -> CuratedShard:
+    """Steps 1 of the module docstring for shard `shard` of `shards`.
+
+    `source` holds the recipe's source fields (name, format, columns, split, limit, reader);
+    `index` is the `curation.decontam.BenchmarkIndex`; `decontam_fields(schema)` picks the fields
+    it scans (the recipe's `curation.decontam.fields_for`)."""
+    from curation.decontam import decontaminate_table
+
+    load = load_source(path, source.get("format", "auto"), domain, source["name"], columns=source.get("columns") or None,
+                       split=source.get("split"), limit=source.get("limit"), reader=source.get("reader", "auto"),
+                       shard=shard, shards=shards, ordinal_column=ORDINAL)
+    rows = load.table.drop_columns([ORDINAL])
+    _, hits = decontaminate_table(rows, index, decontam_fields(rows.schema))
+    keep = np.ones(load.table.num_rows, dtype=bool)
+    keep[[h.row for h in hits]] = False
+    table = load.table.filter(pa.array(keep))
+    texts = text_column(table.drop_columns([ORDINAL]), params.fields_for(domain))
+    keys = row_keys(texts, np.asarray(table.column(ORDINAL), dtype=np.int64), shard, params)
+    return CuratedShard(load, table, hits, split_keys(keys, partitions))
+
+
+def write_shard_rows(table: pa.Table, path: Path) -> None:
+    """A shard's rows, in small row groups so that readers stream them (`assemble`, `ShardTexts`)."""
+    pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
+
+
+class ShardTexts:
+    """A `curation.dedup_stages.TextFetcher` over shard outputs on disk: reads only the dedup
+    fields of the requested rows (a filtered scan, one row group at a time)."""
+
+    def __init__(self, shard_files: Mapping[int, Path | str], fields: Sequence[str] | None):
+        self.files = {int(k): Path(v) for k, v in shard_files.items()}
+        self.fields = list(fields) if fields else None
+
+    def __call__(self, shard: int, positions: np.ndarray) -> pa.Table:
+        dataset = ds.dataset(self.files[shard], format="parquet")
+        from curation.dedup_params import dedup_fields
+
+        fields = self.fields or dedup_fields(dataset.schema)
+        table = dataset.to_table(columns=[ORDINAL, "row_id", "source", *fields],
+                                 filter=pc.field(ORDINAL).isin(pa.array(positions, pa.int64())))
+        table = table.sort_by(ORDINAL)
+        return pa.table({"pos": table.column(ORDINAL), "row_id": table.column("row_id"),
+                         "source": table.column("source"), "text": text_column(table, fields)})
+
+
+def confirm_partition(keys: Sequence[pa.Table], texts: ShardTexts, params: DedupParams) -> pa.Table:
+    """Steps 2: the confirmed duplicate edges (`EDGES_SCHEMA`) of one key partition, given its keys
+    from every shard."""
+    return confirm_pairs(candidate_pairs(pa.concat_tables(keys)), texts, params)
+
+
+def assemble(shard_files: Sequence[Path | str], removed: pa.Table, batch_rows: int = ROW_GROUP_ROWS
+             ) -> Iterator[pa.RecordBatch]:
+    """Step 4: the rows of every shard output merged by ORDINAL, those in `removed` (REMOVED_SCHEMA)
+    left out and ORDINAL dropped, as record batches in source order. Holds at most one batch
+    per shard plus the rows not yet emitted."""
+    removed_pos = np.sort(np.asarray(removed.column("pos"), dtype=np.int64))
+    readers = [pq.ParquetFile(f).iter_batches(batch_size=max(256, batch_rows // max(1, len(shard_files))))
+               for f in shard_files]
+    pending: list[pa.Table | None] = [None] * len(readers)
+    live = list(range(len(readers)))
+    while live:
+        for i in live:  # every live shard holds at least one unread row in `pending`
+            while pending[i] is None or not pending[i].num_rows:
+                batch = next(readers[i], None)
+                if batch is None:
+                    pending[i] = None
+                    break
+                pending[i] = pa.Table.from_batches([batch])
+        live = [i for i in live if pending[i] is not None]
+        if not live:
+            break
+        # Rows up to the smallest "last position" of the live shards can be emitted in order.
+        bound = min(pending[i].column(ORDINAL)[-1].as_py() for i in live)
+        ready, rest = [], {}
+        for i in live:
+            ordinal = pending[i].column(ORDINAL)
+            cut = int(np.searchsorted(np.asarray(ordinal, dtype=np.int64), bound, side="right"))
+            ready.append(pending[i].slice(0, cut))
+            rest[i] = pending[i].slice(cut)
+        for i, table in rest.items():
+            pending[i] = table
+        merged = pa.concat_tables(ready).sort_by(ORDINAL)
+        positions = np.asarray(merged.column(ORDINAL), dtype=np.int64)
+        merged = merged.filter(pa.array(~np.isin(positions, removed_pos))).drop_columns([ORDINAL])
+        for batch in merged.to_batches(max_chunksize=batch_rows):
+            if batch.num_rows:
+                yield batch
+        for i in live:  # a drained shard is refilled at the top of the loop
+            if not pending[i].num_rows:
+                pending[i] = None
+                nxt = next(readers[i], None)
+                pending[i] = pa.Table.from_batches([nxt]) if nxt is not None else None
+        live = [i for i in live if pending[i] is not None]
+
+
+def decontam_report(shard_folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The unsharded path's `decontam_dropped.json` from the shard outputs: each hit's `row` is its
+    index among the source's valid rows (its position minus the quarantined lines before it), so
+    the memory is the hits and the quarantined lines, not the rows. Returns (report, raw hits)."""
+    import json
+
+    hits = sorted((h for f in shard_folders for h in json.loads((f / "decontam_dropped.json").read_text())),
+                  key=lambda h: h["ordinal"])
+    lines = np.sort(np.concatenate([np.asarray(pq.read_table(f / "quarantine.parquet", columns=["line"]).column("line"),
+                                               dtype=np.int64) for f in shard_folders] or [np.zeros(0, np.int64)]))
+    ordinals = np.array([h["ordinal"] for h in hits], dtype=np.int64)
+    rows = ordinals - np.searchsorted(lines, ordinals)
+    report = [{"row": int(r), "benchmark": h["benchmark"], "ngram": h["ngram"], "field": h["field"]}
+              for r, h in zip(rows, hits)]
+    return report, hits

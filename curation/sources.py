@@ -26,9 +26,9 @@ one is `register_reader(name, fn)`, and the recipe loader accepts every register
 from __future__ import annotations
 
 import gzip
-import hashlib
 import itertools
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -37,9 +37,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curation.formats import FORMATS, canonical_record, detect_layout
+from curation.rows import canonical_row
 from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
 
-JSON_FIELDS = frozenset({"tests", "kwargs", "tools"})
 QUARANTINE_SCHEMA = pa.schema(
     [
         pa.field("source", pa.string(), nullable=False),
@@ -66,55 +66,6 @@ class LoadResult:
     """Row layout used (given, or detected for `auto`)."""
     reader: str = "jsonl"
     """Reader used (given, or detected from the path for `auto`)."""
-
-
-def row_id(source_name: str, values: list[Any]) -> str:
-    """Stable id: blake2b-64 of the source name and the canonical field values."""
-    payload = json.dumps([source_name, values], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.blake2b(payload.encode("utf-8"), digest_size=8).hexdigest()
-
-
-def _check_text(value: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRow("undecodable_text") from None
-    return value
-
-
-def _string_value(name: str, value: Any) -> str:
-    if isinstance(value, str):
-        return _check_text(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    if name in JSON_FIELDS and isinstance(value, (dict, list)):
-        return _check_text(json.dumps(value, ensure_ascii=False))
-    raise InvalidRow(f"wrong_type:{name}")
-
-
-def canonical_row(obj: Mapping[str, Any], schema: pa.Schema, source_name: str) -> dict[str, Any]:
-    """Validate {canonical field: raw value} against `schema` (the value rules above)."""
-    row: dict[str, Any] = {}
-    for f in schema:
-        if f.name in ("row_id", "source"):
-            continue
-        value = obj.get(f.name)
-        if value is None:
-            if not f.nullable:
-                raise InvalidRow(f"missing_field:{f.name}")
-        elif pa.types.is_list(f.type):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise InvalidRow(f"wrong_type:{f.name}")
-            value = [_check_text(v) for v in value]
-            if not f.nullable and not value:
-                raise InvalidRow(f"empty_field:{f.name}")
-        else:
-            value = _string_value(f.name, value)
-            if not f.nullable and not value.strip():
-                raise InvalidRow(f"empty_field:{f.name}")
-        row[f.name] = value
-    values = [row.get(f.name) for f in schema if f.name not in ("row_id", "source")]
-    return {"row_id": row_id(source_name, values), "source": source_name, **row}
 
 
 Record = tuple[Any, "str | None", str]  # (object, reason if unreadable, raw text)
@@ -176,6 +127,22 @@ def jsonl_lines(
                 yield i, (json.loads(text), None, text.rstrip("\n"))
             except json.JSONDecodeError:
                 yield i, (None, "invalid_json", text.rstrip("\n"))
+
+
+def shard_of(raw: bytes, shards: int) -> int:
+    """The shard of a record: CRC32 of its raw bytes (a jsonl line without its newline) mod `shards`."""
+    return zlib.crc32(raw) % shards
+
+
+def _numbered_records(path: Path, reader: str, split: str | None, limit: int | None, shard: int,
+                      shards: int) -> Iterator[tuple[int, Record]]:
+    """(position in the source, record) of the records of one shard; a jsonl shard decodes only its own lines."""
+    if shards > 1 and reader == "jsonl" and json_array(path) is None:
+        yield from jsonl_lines(path, limit, keep=lambda raw: shard_of(raw, shards) == shard)
+        return
+    for i, record in enumerate(READERS[reader](path, split, limit)):
+        if shards == 1 or shard_of(record[2].encode("utf-8", "backslashreplace"), shards) == shard:
+            yield i, record
 
 
 def _row_records(rows: Iterator[Any], limit: int | None) -> Iterator[Record]:
@@ -277,8 +244,11 @@ def load_source(
     split: str | None = None,
     limit: int | None = None,
     reader: str = "auto",
+    shard: int = 0,
+    shards: int = 1,
+    ordinal_column: str | None = None,
 ) -> LoadResult:
-    """Read a source and map it onto DOMAIN_SCHEMAS[domain].
+    """Read a source (or one shard of it) and map it onto DOMAIN_SCHEMAS[domain].
 
     `format` is the row layout (`auto` or a FORMATS name; the old values jsonl / parquet / hf
     mean that reader with the canonical layout); `reader` the file type (`auto` or a READERS
@@ -298,27 +268,32 @@ def load_source(
     reader = detect_reader(path) if reader == "auto" else reader
     if reader not in READERS:
         raise ValueError(f"unknown reader {reader!r} (known: auto, {', '.join(sorted(READERS))})")
-    records = iter(READERS[reader](path, split, limit))
-    if format == "auto":
-        head = list(itertools.islice(records, DETECT_ROWS))
-        format = detect_layout((obj for obj, reason, _ in head if reason is None), ignore=columns.values())
-        records = itertools.chain(head, records)
+    records = _numbered_records(Path(path), reader, split, limit, shard, shards)
+    if format == "auto":  # detected on the first rows of the whole source, whichever shard reads it
+        head = list(itertools.islice(records if shards == 1 else enumerate(READERS[reader](path, split, limit)),
+                                     DETECT_ROWS))
+        format = detect_layout((obj for _, (obj, reason, _) in head if reason is None), ignore=columns.values())
+        records = itertools.chain(head, records) if shards == 1 else records
     names = [f.name for f in schema if f.name not in ("row_id", "source")]
-    rows, bad = [], []
+    rows, ordinals, bad = [], [], []
     dropped: dict[str, int] = {}
     rows_in = 0
-    for i, (obj, reason, raw) in enumerate(records):
+    for i, (obj, reason, raw) in records:
         rows_in += 1
         if reason is None:
             try:
                 rows.append(canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
+                ordinals.append(i)
                 continue
             except InvalidRow as err:
                 reason = err.reason
         dropped[reason] = dropped.get(reason, 0) + 1
         bad.append({"source": source_name, "line": i, "reason": reason, "raw": raw.encode("utf-8", "backslashreplace").decode("utf-8")})
+    table = pa.Table.from_pylist(rows, schema=schema)
+    if ordinal_column:
+        table = table.append_column(ordinal_column, pa.array(ordinals, pa.int64()))
     return LoadResult(
-        pa.Table.from_pylist(rows, schema=schema),
+        table,
         pa.Table.from_pylist(bad, schema=QUARANTINE_SCHEMA),
         rows_in,
         dropped,

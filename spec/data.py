@@ -46,8 +46,10 @@ class SourceSpec(Settings):
     """Built-in sample generator that writes `path` when it is missing (offline default data)."""
     limit: int | None = Field(default=None, gt=0)
     """Read at most this many rows (for quick experiments)."""
+    max_responses_per_prompt: int | None = Field(default=None, ge=1)
+    """Keep at most this many responses to one prompt (normalised) from this source in each SFT blend; the rest are dropped as `over_responses_per_prompt` (the paper has 7.8 responses per math prompt, up to 17.6 per code prompt). None: no cap."""
     shards: int = Field(default=1, ge=1, le=1024)
-    """Curate in this many shards (rows assigned by a stable CRC32 of their raw line): reading, quarantine, decontamination and dedup fingerprints run per shard, as separate steps that run side by side under a multi-process executor; a global merge step dedups in source order, so the curated rows and their data version equal the unsharded path's."""
+    """Curate in this many shards (rows assigned by a stable CRC32 of their raw line): reading, quarantine, decontamination and dedup fingerprints run per shard, as separate steps that run side by side under a multi-process executor; as many key-partition steps find duplicate pairs, one step clusters them and one assembles the rows in source order, so the curated rows and their data version equal the unsharded path's and no step holds the whole source."""
 
     _v_name = field_validator("name")(check_name)
 
@@ -175,9 +177,11 @@ class DedupConfig(Settings):
     """Exact and near-duplicate removal."""
 
     exact: bool = True
-    """Drop rows whose normalised prompt text repeats."""
+    """Drop rows whose normalised dedup text repeats (the whole example by default: system, prompt and response(s), or prompt, chosen and rejected; several responses to one prompt are several examples and all stay)."""
     near: NearDupConfig = Field(default_factory=NearDupConfig)
     """MinHash-LSH near-duplicate settings."""
+    fields: dict[Domain, list[str]] = Field(default_factory=dict)
+    """Per domain, the columns whose joined text is the dedup key, in place of the whole example (e.g. `{math: [prompt]}` keeps one response per math prompt). RL prompt sets always dedup on the prompt."""
 
 
 class SweCurationConfig(Settings):

@@ -71,13 +71,33 @@ def test_token_caps_use_the_given_counter():
         blend(src, BlendConfig(max_tokens=10))
 
 
-def test_cross_source_exact_dedup_by_normalised_prompt():
+def test_cross_source_exact_dedup_of_whole_examples():
     first = math_rows(3, source="a")
     second = [dict(r, row_id="b" + r["row_id"], source="b", prompt=r["prompt"].upper() + "  ") for r in math_rows(3)]
     out = blend([BlendSource("a", "math", table("math", first)), BlendSource("b", "math", table("math", second))])
     check_identity(out)
-    assert out.dropped == {"duplicate_prompt": 6}
+    assert out.dropped == {"duplicate_example": 6}
     assert set(out.table.column("source").to_pylist()) == {"a"}
+
+
+def paper_shaped(prompts, responses, source="m"):
+    """Several different responses per prompt, as the paper's SFT data (7.8 per math prompt)."""
+    return [{"row_id": f"{source}{p}_{r}", "source": source, "prompt": f"What is {p} + {p}?", "answer": str(2 * p),
+             "think_response": f"<think>attempt {r}: {p} plus {p}</think>\\boxed{{{2 * p}}}",
+             "no_think_response": None} for p in range(prompts) for r in range(responses)]
+
+
+def test_several_responses_per_prompt_survive_and_the_cap_counts_its_drops():
+    rows = paper_shaped(4, 5)
+    out = blend([BlendSource("m", "math", table("math", rows + rows[:3]))], BlendConfig(modes=("think",)))
+    check_identity(out)
+    assert out.table.num_rows == 20 and out.dropped == {"duplicate_example": 3}
+    capped = blend([BlendSource("m", "math", table("math", rows))],
+                   BlendConfig(modes=("think",), max_responses_per_prompt={"m": 2}))
+    check_identity(capped)
+    assert capped.table.num_rows == 8 and capped.dropped == {"over_responses_per_prompt": 12}
+    kept = sorted(capped.table.column("row_id").to_pylist())
+    assert kept == sorted(f"m{p}_{r}-think" for p in range(4) for r in range(2))  # the first two per prompt
 
 
 def test_swe_sources_keep_only_the_sft_side():

@@ -66,3 +66,48 @@ def test_reference_tables_only_remove_rows_from_others():
 def test_recipe_mapping_builds_params():
     p = DedupParams.from_dict({"exact": False, "near": {"enabled": True, "shingle_size": 3, "num_perm": 64, "threshold": 0.7}})
     assert (p.exact, p.near.shingle_size, p.near.num_perm, p.near.threshold) == (False, 3, 64, 0.7)
+
+
+def _paper_shaped_chat(path) -> list[dict]:
+    """An OpenAI-messages chat source shaped like the paper's SFT data: several different
+    responses per prompt (the paper: 7.8 per math prompt), plus one repeated whole example and
+    one near-copy of a whole example."""
+    import json
+
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(4000)]
+    rows = []
+    for p in range(30):
+        prompt = f"Problem {p}: " + " ".join(rng.choice(vocab) for _ in range(30))
+        for r in range(6):
+            answer = " ".join(rng.choice(vocab) for _ in range(50))
+            rows.append({"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]})
+    repeat = json.loads(json.dumps(rows[7]))
+    repeat["messages"][0]["content"] = "  " + repeat["messages"][0]["content"].upper()  # equal once normalised
+    near = json.loads(json.dumps(rows[20]))
+    words = near["messages"][1]["content"].split()
+    words[25] = "changed"  # one word of 80: Jaccard of the 5-shingles ~0.88
+    near["messages"][1]["content"] = " ".join(words)
+    rows += [repeat, near]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def test_several_responses_per_prompt_survive_a_paper_shaped_chat_source(tmp_path):
+    from curation.dedup_params import DedupParams as Params
+    from curation.sources import load_source
+
+    _paper_shaped_chat(tmp_path / "chat.jsonl")
+    loaded = load_source(tmp_path / "chat.jsonl", "auto", "chat", "chat")
+    assert loaded.format == "openai" and loaded.table.num_rows == 182
+    res = dedup([loaded.table])
+    kept = res.tables[0]
+    assert kept.num_rows == 180  # 30 prompts x 6 responses: every response stays
+    assert len(set(kept.column("prompt").to_pylist())) == 30
+    assert res.dropped_counts(0) == {"exact_duplicate": 1, "near_duplicate": 1}
+    by_id = {r["row_id"]: r for r in loaded.table.to_pylist()}
+    for d in res.dropped.to_pylist():  # each names the whole example it repeats
+        assert by_id[d["duplicate_of"]]["prompt"].lower() == by_id[d["row_id"]]["prompt"].strip().lower()
+    # The old unit, the prompt alone, keeps one response per prompt: what the recipe setting restores.
+    per_prompt = dedup([loaded.table], Params(fields={"chat": ["prompt"]}), fields=["prompt"])
+    assert per_prompt.tables[0].num_rows == 30 and per_prompt.dropped_counts(0) == {"exact_duplicate": 152}

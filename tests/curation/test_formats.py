@@ -15,7 +15,8 @@ import pytest
 from curation.chat import parse_conversation, prompt_messages, sft_rows
 from curation.formats import FORMATS, canonical_record, detect_format, register_format
 from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
-from curation.sources import detect_reader, hub_parquet_files, load_source, row_id
+from curation.rows import row_id
+from curation.sources import detect_reader, hub_parquet_files, load_source
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]

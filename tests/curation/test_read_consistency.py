@@ -167,17 +167,17 @@ def test_a_file_rewritten_while_hashed_is_not_given_a_version(tmp_path: Path, mo
 
 
 def test_shards_that_read_different_versions_of_the_file_fail_the_merge() -> None:
-    """Each shard step reads the file on its own: the merge refuses shards of different versions."""
+    """Each shard step reads the file on its own: the assemble step refuses shards of different versions."""
     from assets.common import WorkTimer
-    from assets.shards import _merge_op
+    from assets.shards import _assemble_op
     from dagster_project.recipe import load_recipe
 
     recipe = load_recipe(REPO_ROOT / "recipes" / "tiny.yaml")
-    merge = _merge_op(recipe, SourceSpec(name="src", domain="math", path="math.jsonl", shards=2), WorkTimer())
+    merge = _assemble_op(recipe, SourceSpec(name="src", domain="math", path="math.jsonl", shards=2), WorkTimer())
 
     def part(version: str) -> dict:
         return {"path": "/nonexistent", "data_version": "d", "source_version": version, "rows_in": 1,
                 "quarantined": 0, "format": "canonical", "reader": "jsonl"}
 
     with pytest.raises(dg.Failure, match=r"source 'src' changed between the reads of its shards \(versions a, b\)"):
-        merge(dg.build_op_context(), shard_0=part("a"), shard_1=part("b"))
+        merge(dg.build_op_context(), removed={"path": "/nonexistent"}, shard_0=part("a"), shard_1=part("b"))

@@ -12,16 +12,20 @@ import json
 import random
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from curation.decontam import BenchmarkIndex, decontaminate_table
 from curation.dedup import DedupParams, dedup
 from curation.samples import generate
-from curation.shards import ORDINAL, fingerprints, load_shard, merge_dedup, raw_positions
+from curation.dedup_stages import cluster
+from curation.schemas import DOMAIN_SCHEMAS
+from curation.shards import (
+    ORDINAL, ShardTexts, assemble, confirm_partition, curate_shard, decontam_report, write_shard_rows,
+)
 from curation.sources import load_source
-from curation.versioning import content_hash
+from curation.versioning import content_hash, write_versioned_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAK = "natalia sold clips to forty eight of her friends in april and then she sold half as many clips in may"
@@ -36,7 +40,8 @@ def _corpus(path: Path) -> Path:
     for row in rng.sample(rows, 20):
         extra.append(json.dumps({**row, "prompt": "  " + row["prompt"].upper() + " "}))  # exact after normalisation
     for row in rng.sample(rows, 20):
-        words = (row["prompt"] + " and please explain each step of the answer in detail for a beginner").split()
+        words = (row["prompt"] + " and please explain each step of the answer in detail for a beginner who has never"
+                 " seen this kind of problem before so that they can follow every single part of the reasoning").split()
         near = words[:-1] + ["carefully"]
         extra.append(json.dumps({**row, "prompt": " ".join(words)}))
         extra.append(json.dumps({**row, "prompt": " ".join(near)}))
@@ -56,20 +61,31 @@ def _unsharded(path: Path, index: BenchmarkIndex, params: DedupParams):
     return loaded, hits, result
 
 
-def _sharded(path: Path, shards: int, index: BenchmarkIndex, params: DedupParams):
-    parts, quarantine, hit_ordinals, valid = [], [], [], []
+def _sharded(path: Path, shards: int, index: BenchmarkIndex, params: DedupParams, out: Path):
+    """Every stage of the sharded path, each result through parquet on disk as the Dagster steps do."""
+    folders = []
     for k in range(shards):
-        shard = load_shard(path, "auto", "chat", "chat_sft", k, shards)
-        kept, hits = decontaminate_table(shard.table.drop_columns([ORDINAL]), index, None)
-        ordinals = np.asarray(shard.table.column(ORDINAL))
-        valid.append(ordinals)
-        hit_ordinals += [int(ordinals[h.row]) for h in hits]
-        mask = np.ones(shard.table.num_rows, bool)
-        mask[[h.row for h in hits]] = False
-        parts.append(fingerprints(shard.table.filter(pa.array(mask)), params))
-        quarantine.append(shard.quarantine)
-    merged = merge_dedup(parts, params)
-    return merged, pa.concat_tables(quarantine).sort_by("line"), sorted(raw_positions(valid, hit_ordinals).tolist())
+        shard = curate_shard(path, {"name": "chat_sft"}, "chat", k, shards, index, lambda schema: None, params,
+                             partitions=shards)
+        folder = out / f"shard_{k}"
+        folder.mkdir(parents=True)
+        write_shard_rows(shard.table, folder / "data.parquet")
+        pq.write_table(shard.load.quarantine, folder / "quarantine.parquet")
+        ordinals = shard.load.table.column(ORDINAL).to_pylist()
+        (folder / "decontam_dropped.json").write_text(json.dumps(
+            [h.as_report() | {"field": h.field, "ordinal": ordinals[h.row]} for h in shard.hits]))
+        for j, keys in enumerate(shard.keys):
+            pq.write_table(keys, folder / f"keys_{j}.parquet")
+        folders.append(folder)
+    texts = ShardTexts({k: f / "data.parquet" for k, f in enumerate(folders)}, None)
+    edges = [confirm_partition([pq.read_table(f / f"keys_{j}.parquet") for f in folders], texts, params)
+             for j in range(shards)]
+    removed = cluster(edges)
+    batches = list(assemble([f / "data.parquet" for f in folders], removed, batch_rows=64))
+    table = pa.Table.from_batches(batches, schema=DOMAIN_SCHEMAS["chat"])
+    quarantine = pa.concat_tables([pq.read_table(f / "quarantine.parquet") for f in folders]).sort_by("line")
+    report, _ = decontam_report(folders)
+    return table, removed, quarantine, [r["row"] for r in report]
 
 
 @pytest.mark.parametrize("shards", [1, 2, 3, 7])
@@ -82,12 +98,22 @@ def test_sharded_library_equals_unsharded(tmp_path: Path, shards: int) -> None:
     assert reasons.get("exact_duplicate", 0) >= 20 and reasons.get("near_duplicate", 0) >= 10, reasons
     assert len(hits) == 5 and loaded.quarantine.num_rows >= 2
 
-    merged, quarantine, hit_rows = _sharded(path, shards, index, params)
-    assert content_hash(merged.table) == content_hash(expected.tables[0])
-    assert merged.table.equals(expected.tables[0])
-    assert merged.dropped.equals(expected.dropped)
+    table, removed, quarantine, hit_rows = _sharded(path, shards, index, params, tmp_path / "out")
+    assert content_hash(table) == content_hash(expected.tables[0])
+    assert table.equals(expected.tables[0])
+    _same_removals(removed, expected)
     assert quarantine.equals(loaded.quarantine)
     assert hit_rows == sorted(h.row for h in hits)
+    written = tmp_path / "written"
+    out = write_versioned_batches(iter(table.to_batches(max_chunksize=50)), table.schema, written, "clean", rows_in=table.num_rows,
+                                  dropped={}, inputs=[], code_version="c", config={})
+    assert out.data_version == content_hash(expected.tables[0])  # the streamed version is the in-memory one
+
+
+def _same_removals(removed: pa.Table, expected) -> None:
+    got = removed.select(["row_id", "reason", "duplicate_of"]).to_pylist()
+    want = expected.dropped.select(["row_id", "reason", "duplicate_of"]).to_pylist()
+    assert sorted(got, key=str) == sorted(want, key=str)
 
 
 def test_near_dup_off_and_exact_off(tmp_path: Path) -> None:
@@ -95,9 +121,9 @@ def test_near_dup_off_and_exact_off(tmp_path: Path) -> None:
     index = BenchmarkIndex.build({"gsm8k": pa.table({"question": [LEAK]})}, n=9)
     for params in (DedupParams.from_dict({"exact": False}), DedupParams.from_dict({"near": {"enabled": False}})):
         _, _, expected = _unsharded(path, index, params)
-        merged, _, _ = _sharded(path, 3, index, params)
-        assert content_hash(merged.table) == content_hash(expected.tables[0])
-        assert merged.dropped.equals(expected.dropped)
+        table, removed, _, _ = _sharded(path, 3, index, params, tmp_path / f"out_{params.exact}")
+        assert content_hash(table) == content_hash(expected.tables[0])
+        _same_removals(removed, expected)
 
 
 SOURCES = ["chat_sft", "code_prompts"]
@@ -170,3 +196,17 @@ def _docs_k8s_example() -> dict:
     text = (ROOT / "docs" / "executors.md").read_text()
     block = text.split("```yaml k8s")[1].split("```")[0]
     return yaml.safe_load(block)["execution"]["k8s"]
+
+
+def test_assemble_with_nothing_removed_and_with_an_empty_shard(tmp_path: Path) -> None:
+    """Edge cases of the streamed assembly: no duplicates at all, and a shard without rows."""
+    from curation.dedup_stages import REMOVED_SCHEMA
+
+    rows = pa.table({"_ordinal": pa.array([0, 2, 5], pa.int64()), "v": ["a", "c", "f"]})
+    other = pa.table({"_ordinal": pa.array([1, 3, 4], pa.int64()), "v": ["b", "d", "e"]})
+    empty = rows.slice(0, 0)
+    for i, t in enumerate((rows, other, empty)):
+        write_shard_rows(t, tmp_path / f"{i}.parquet")
+    files = [tmp_path / f"{i}.parquet" for i in range(3)]
+    out = pa.Table.from_batches(list(assemble(files, REMOVED_SCHEMA.empty_table(), batch_rows=2)))
+    assert out.column("v").to_pylist() == ["a", "b", "c", "d", "e", "f"] and out.column_names == ["v"]
