@@ -58,7 +58,7 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
     def clean(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         from curation.decontam import BenchmarkIndex, decontaminate_table
         from curation.dedup import DedupParams, dedup
-        from curation.shards import contamination_counts
+        from curation.accounting import RowAccount
         from curation.versioning import write_versioned
 
         raw = read_data(upstream_path(context, raw_key))
@@ -67,13 +67,13 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
             index = BenchmarkIndex.build(benches, n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
             kept, hits = decontaminate_table(raw, index, recipe.curation.decontam.fields_for(raw.schema))
-            dropped = contamination_counts([h.benchmark for h in hits])
+            account = RowAccount(raw.num_rows)
+            account.drop_all([h.benchmark for h in hits], prefix="contaminated:")
             params = DedupParams.from_dict(recipe.curation.dedup.model_dump())
             result = dedup([kept], params, fields=params.fields_for(recipe.source(name).domain))
-            for reason, n in result.dropped_counts(0).items():
-                dropped[reason] = dropped.get(reason, 0) + n
+            account.drop_all(result.dropped_counts(0))
             out = write_versioned(
-                result.tables[0], data_root(), f"clean_{name}", rows_in=raw.num_rows, dropped=dropped,
+                result.tables[0], data_root(), f"clean_{name}", rows_in=account.rows_in, dropped=account.dropped,
                 inputs=[upstream_ref(context, raw_key), *[upstream_ref(context, k) for k in bench_keys.values()]],
                 code_version=code_version(CURATION_CODE, config), config=config,
                 extra_files={"decontam_dropped.json": [h.as_report() | {"field": h.field} for h in hits],

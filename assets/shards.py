@@ -225,7 +225,8 @@ def _assemble_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDef
 
         from curation.dedup import DROPPED_SCHEMA
         from curation.schemas import DOMAIN_SCHEMAS
-        from curation.shards import assemble, contamination_counts, decontam_report
+        from curation.accounting import RowAccount
+        from curation.shards import assemble, decontam_report
         from curation.versioning import write_versioned_batches
 
         parts = [shards[f"shard_{k}"] for k in range(spec.shards)]
@@ -236,12 +237,12 @@ def _assemble_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDef
             folders = [Path(p["path"]) for p in parts]
             gone = pq.read_table(Path(removed["path"]) / "data.parquet")
             report, hits = decontam_report(folders)
-            dropped = contamination_counts([h["benchmark"] for h in report])
-            for reason in gone.column("reason").to_pylist():
-                dropped[reason] = dropped.get(reason, 0) + 1
+            account = RowAccount(sum(p["valid"] for p in parts))
+            account.drop_all([h["benchmark"] for h in report], prefix="contaminated:")
+            account.drop_all(gone.column("reason").to_pylist())
             out = write_versioned_batches(
                 assemble([f / "data.parquet" for f in folders], gone), DOMAIN_SCHEMAS[spec.domain], data_root(),
-                f"clean_{spec.name}", rows_in=sum(p["valid"] for p in parts), dropped=dropped,
+                f"clean_{spec.name}", rows_in=account.rows_in, dropped=account.dropped,
                 inputs=[*parts, removed], code_version=code_version(CURATION_CODE, config), config=config,
                 extra_files={"decontam_dropped.json": report, "dedup_dropped.parquet": gone.select(
                     ["source", "row_id", "reason", "duplicate_of"]).add_column(

@@ -46,6 +46,7 @@ Data flow, one module per step:
     content_hash.py  `content_hash` (blake2b over canonical column bytes, column order
                    independent, never polars' unstable hash), and the same digest streamed
                    from a parquet file (`content_hash_file`).
+    accounting.py  `RowAccount`: rows in, drops by reason, the identity checked wherever rows drop.
     versioning.py  `write_versioned` (and `write_versioned_batches`, streamed):
                    `<root>/<asset>/<data_version>/data.parquet` + `lineage.json`, written
                    to a temporary folder and renamed, never overwritten, reused when the

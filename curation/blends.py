@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 
+from curation.accounting import RowAccount
 from curation.chat import DEFAULT_SYSTEM, MODES, sft_rows
 from curation.dedup_params import EXAMPLE_FIELDS
 from curation.schemas import SFT_SCHEMA, SourceTable
@@ -94,11 +95,6 @@ class BlendResult:
     """Domain -> upsampled copies added."""
 
 
-def _bump(counts: dict[str, int], key: str, n: int = 1) -> None:
-    if n:
-        counts[key] = counts.get(key, 0) + n
-
-
 def _candidates(row: dict[str, Any], modes: Sequence[str]) -> int:
     return max(1, sum(1 for m in modes if row.get(f"{m}_response")))
 
@@ -119,7 +115,7 @@ def blend(sources: Sequence[BlendSource], config: BlendConfig = BlendConfig(),
     """Blend canonical source tables into one SFT corpus (see the module docstring)."""
     if (config.max_tokens or config.min_answer_tokens) and count_tokens is None:
         raise ValueError("token caps need count_tokens (the policy tokenizer)")
-    dropped: dict[str, int] = {}
+    account = RowAccount()
     added: dict[str, int] = {}
     candidates = 0
     seen: set[str] = set()
@@ -129,8 +125,8 @@ def blend(sources: Sequence[BlendSource], config: BlendConfig = BlendConfig(),
             split = split_swe(src.table, config.swe)
             candidates += split.rows_in
             for reason, n in split.dropped.items():
-                _bump(dropped, f"swe:{reason}", n)
-            _bump(dropped, "swe_to_rl", split.rl.num_rows)
+                account.drop(f"swe:{reason}", n)
+            account.drop("swe_to_rl", split.rl.num_rows)
             rows = swe_chat_rows(split.sft)
         else:
             rows = src.table.to_pylist()
@@ -140,19 +136,19 @@ def blend(sources: Sequence[BlendSource], config: BlendConfig = BlendConfig(),
         for row in rows:
             key = normalize("\n".join(row.get(f) or "" for f in EXAMPLE_FIELDS))
             if key in seen:
-                _bump(dropped, "duplicate_example", _candidates(row, config.modes))
+                account.drop("duplicate_example", _candidates(row, config.modes))
                 continue
             seen.add(key)
             if cap is not None:
                 prompt = normalize(row["prompt"])
                 per_prompt[prompt] = per_prompt.get(prompt, 0) + 1
                 if per_prompt[prompt] > cap:
-                    _bump(dropped, "over_responses_per_prompt", _candidates(row, config.modes))
+                    account.drop("over_responses_per_prompt", _candidates(row, config.modes))
                     continue
             unique.append(row)
         table, reasons = sft_rows(unique, src.domain, config.system, config.modes)
         for reason, n in reasons.items():
-            _bump(dropped, reason, n)
+            account.drop(reason, n)
         formatted.append((src.domain, table))
 
     kept: list[dict[str, Any]] = []
@@ -162,17 +158,18 @@ def blend(sources: Sequence[BlendSource], config: BlendConfig = BlendConfig(),
         if min_tokens and rows:
             lengths = count_tokens([_final_content(r["messages"]) for r in rows])
             short = [r for r, n in zip(rows, lengths) if n < min_tokens]
-            _bump(dropped, "short_answer", len(short))
+            account.drop("short_answer", len(short))
             rows = [r for r, n in zip(rows, lengths) if n >= min_tokens]
         if config.max_tokens and rows:
             lengths = count_tokens([r["text"] for r in rows])
-            _bump(dropped, "over_max_tokens", sum(n > config.max_tokens for n in lengths))
+            account.drop("over_max_tokens", sum(n > config.max_tokens for n in lengths))
             rows = [r for r, n in zip(rows, lengths) if n <= config.max_tokens]
-        kept.extend(_upsample(rows, domain, config, dropped, added))
+        kept.extend(_upsample(rows, domain, config, account, added))
 
     random.Random(f"blend-shuffle:{config.seed}").shuffle(kept)
-    rows_in = candidates + sum(added.values())
-    return BlendResult(pa.Table.from_pylist(kept, schema=SFT_SCHEMA), dropped, rows_in, added)
+    account.rows_in = candidates + sum(added.values())
+    return BlendResult(pa.Table.from_pylist(kept, schema=SFT_SCHEMA), account.check(len(kept), "blend"),
+                       account.rows_in, added)
 
 
 def blend_sft(tables: Mapping[str, tuple[str, pa.Table]], config: BlendConfig = BlendConfig(),
@@ -182,7 +179,7 @@ def blend_sft(tables: Mapping[str, tuple[str, pa.Table]], config: BlendConfig = 
 
 
 def _upsample(rows: list[dict[str, Any]], domain: str, config: BlendConfig,
-              dropped: dict[str, int], added: dict[str, int]) -> list[dict[str, Any]]:
+              account: RowAccount, added: dict[str, int]) -> list[dict[str, Any]]:
     factor = float(config.upsample.get(domain, 1.0))
     if factor == 1.0:
         return rows
@@ -195,10 +192,11 @@ def _upsample(rows: list[dict[str, Any]], domain: str, config: BlendConfig,
         extra = random.Random(f"upsample:{config.seed}:{row['row_id']}").random() < frac
         copies = whole + extra
         if copies == 0:
-            _bump(dropped, "downsampled")
+            account.drop("downsampled")
             continue
         out.append(row)
         for k in range(1, copies):
             out.append(dict(row, row_id=f"{row['row_id']}~{k}"))
-        _bump(added, domain, copies - 1)
+        if copies > 1:
+            added[domain] = added.get(domain, 0) + copies - 1
     return out

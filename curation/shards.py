@@ -33,25 +33,18 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from curation.accounting import RowAccount
 from curation.dedup_params import DedupParams, text_column
 from curation.dedup_stages import candidate_pairs, confirm_pairs, row_keys, split_keys
 from curation.sources import LoadResult, load_source, shard_of
 
-__all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "contamination_counts", "curate_shard", "decontam_report",
+__all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "curate_shard", "decontam_report",
            "shard_of"]
 
 ORDINAL = "_ordinal"
 """Position of a valid row in the whole source (0-based, blank lines not counted)."""
 ROW_GROUP_ROWS = 8192
 """Row-group size of shard outputs: what one streamed read holds per shard."""
-
-
-def contamination_counts(benchmarks: Sequence[str]) -> dict[str, int]:
-    """{`contaminated:<benchmark>`: rows} for the benchmarks of the decontamination hits."""
-    counts: dict[str, int] = {}
-    for b in benchmarks:
-        counts[f"contaminated:{b}"] = counts.get(f"contaminated:{b}", 0) + 1
-    return counts
 
 
 @dataclass
@@ -69,11 +62,10 @@ class CuratedShard:
 
     @property
     def dropped(self) -> dict[str, int]:
-        """Quarantine and contamination counts of the shard."""
-        counts = dict(self.load.dropped)
-        for reason, n in contamination_counts([h.benchmark for h in self.hits]).items():
-            counts[reason] = counts.get(reason, 0) + n
-        return counts
+        """Quarantine and contamination counts of the shard (checked against its rows)."""
+        account = RowAccount(self.load.rows_in, dict(self.load.dropped))
+        account.drop_all([h.benchmark for h in self.hits], prefix="contaminated:")
+        return account.check(self.table.num_rows, "shard")
 
 
 def curate_shard(path: Path | str, source: Mapping[str, Any], domain: str, shard: int, shards: int,
