@@ -39,8 +39,8 @@ SHARDING = "crc32(raw line) mod shards"
 
 
 def is_sharded(recipe: Recipe) -> bool:
-    """Whether any source of the recipe is curated in shards."""
-    return any(s.shards > 1 for s in recipe.sources)
+    """Whether any source of the recipe is curated, or any generation made, in shards."""
+    return any(s.shards > 1 for s in recipe.sources) or any(g.shards > 1 for g in recipe.generations)
 
 
 def executor_name(recipe: Recipe) -> str:
@@ -119,11 +119,13 @@ def _version(out: Any, **extra: Any) -> dict[str, Any]:
     return {"asset": out.record["asset"], "path": str(out.folder), "data_version": out.data_version, **extra}
 
 
-def _shard_op(recipe: Recipe, spec: SourceSpec, k: int, timer: WorkTimer) -> dg.OpDefinition:
+def _shard_op(recipe: Recipe, spec: SourceSpec, k: int, deps: int, timer: WorkTimer) -> dg.OpDefinition:
     bench_keys = {b.name: key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks}
     config = _clean_config(recipe, spec)
 
-    @dg.op(name=f"clean_{spec.name}_shard_{k}", ins={"after": dg.In(dg.Nothing)}, out=dg.Out(dict),
+    # One Nothing input per upstream asset: a fan-in list of them fails when they run in the same run.
+    @dg.op(name=f"clean_{spec.name}_shard_{k}", ins={f"dep_{i}": dg.In(dg.Nothing) for i in range(deps)},
+           out=dg.Out(dict),
            description=f"Shard {k}/{spec.shards} of {spec.name!r}: read, quarantine, decontaminate, dedup keys.")
     def _shard(context: dg.OpExecutionContext) -> dict:
         import pyarrow.parquet as pq
@@ -260,7 +262,7 @@ def _assemble_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDef
 def sharded_clean_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsDefinition:
     """`curated/clean_<name>` of a sharded source: shard, dedup-partition, cluster and assemble steps."""
     dep_keys = [key(SOURCES, file_asset_name(spec)), *[key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks]]
-    shard_ops = [_shard_op(recipe, spec, k, timer) for k in range(spec.shards)]
+    shard_ops = [_shard_op(recipe, spec, k, len(dep_keys), timer) for k in range(spec.shards)]
     dedup_ops = [_dedup_op(recipe, spec, j, timer) for j in range(spec.shards)]
     cluster, assemble = _cluster_op(recipe, spec, timer), _assemble_op(recipe, spec, timer)
     ins = {f"dep_{i}": dg.AssetIn(k, dagster_type=dg.Nothing) for i, k in enumerate(dep_keys)}
@@ -274,8 +276,7 @@ def sharded_clean_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> d
                                 "resolved by connected components (earliest row kept); rows assembled in source "
                                 "order (same rows and data version as unsharded).")
     def clean(**deps: Any) -> Any:
-        after = list(deps.values())
-        shards = {f"shard_{k}": op(after=after) for k, op in enumerate(shard_ops)}
+        shards = {f"shard_{k}": op(**deps) for k, op in enumerate(shard_ops)}
         removed = cluster(**{f"part_{j}": op(**shards) for j, op in enumerate(dedup_ops)})
         return assemble(removed=removed, **shards)
 

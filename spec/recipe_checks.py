@@ -112,7 +112,8 @@ def _generation_problems(data: dict, recipe_path: Path | None) -> list[str]:
             if late:
                 out.append(f"generations.{i}.model: teacher {model!r} is trained after (or by) {late[0]!r}, "
                            "which uses this generation: the graph would have a cycle")
-        elif isinstance(model, str) and model not in BUILTIN_MODELS and not resolve_path(model, recipe_path).is_dir():
+        elif (isinstance(model, str) and model not in BUILTIN_MODELS and not resolve_path(model, recipe_path).is_dir()
+              and (gen.get("engine") or {}).get("name") != "openai"):  # an endpoint's model is only a served name
             out.append(f"generations.{i}.model: {model!r} is not a stage of this recipe, a built-in model "
                        f"({', '.join(BUILTIN_MODELS)}) or a model folder")
         elif model is None and gen.get("use") == "pass_rate":

@@ -1,64 +1,20 @@
 """The `openai` engine against a scripted stub server on 127.0.0.1: request bodies, answer
-mapping, retries with backoff (429, 5xx, a closed port), clear 4xx errors, bounded concurrency."""
+mapping, retries with backoff (429, 5xx, a closed port), clear 4xx errors, bounded concurrency;
+several endpoints (`base_urls`): two stub server processes, started and stopped by PID, share
+the requests round-robin, a refusing URL's requests move to the others, and the samples and the
+engine version are those of a one-URL run."""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+from openai_stub import Stub, StubProcess
 
 from generation.engine import Engine, PromptTooLong, Request, Sampling, build_engine
 from generation.openai_engine import EndpointError, OpenAIEngine
-
-
-class Stub:
-    """A local HTTP server answering POSTs from a script: `reply(body) -> (status, payload, headers)`."""
-
-    def __init__(self, reply):
-        self.reply, self.bodies, self.headers = reply, [], []
-        self.lock, self.in_flight, self.most_in_flight = threading.Lock(), 0, 0
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with stub.lock:
-                    stub.bodies.append(body)
-                    stub.headers.append(dict(self.headers))
-                    stub.in_flight += 1
-                    stub.most_in_flight = max(stub.most_in_flight, stub.in_flight)
-                try:
-                    status, payload, headers = stub.reply(body, self.path)
-                finally:
-                    with stub.lock:
-                        stub.in_flight -= 1
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                for key, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
 
 def completion(n, text="hello", finish="stop"):
@@ -194,3 +150,67 @@ def test_a_non_json_answer_is_a_clear_error():
         with pytest.raises(EndpointError, match="not JSON.*proxy login"):
             engine(stub.url).generate([Request(text="p")], Sampling())
     assert len(stub.bodies) == 1
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path):
+    with StubProcess(tmp_path / "a.jsonl") as a, StubProcess(tmp_path / "b.jsonl") as b:
+        yield a, b
+    assert a.proc.returncode is not None and b.proc.returncode is not None  # both stopped by PID
+
+
+def test_base_urls_spread_round_robin_with_the_one_url_samples(two_servers) -> None:
+    a, b = two_servers
+    requests = [Request(text=f"prompt {i} /no_think<|im_end|>") for i in range(7)]
+    sampling = Sampling(max_new_tokens=40, seed=5)
+    one = engine(a.url, concurrency=3)
+    alone = one.generate(requests, sampling, samples=2)
+    assert len(a.requests()) == 7 and b.requests() == []
+    spread = engine(None, base_urls=[a.url, b.url + "/"], concurrency=3)
+    both = spread.generate(requests, sampling, samples=2)
+    assert spread.served == [4, 3]  # request i -> URL i mod 2
+    assert sorted(r["prompt"] for r in b.requests()) == sorted(requests[i].text for i in (1, 3, 5))
+    assert [[(s.text, s.finish_reason) for s in g] for g in both] == [[(s.text, s.finish_reason) for s in g] for g in alone]
+    assert spread.version == one.version == "openai-completions"  # which URL served is not in the cache key
+
+
+def test_a_refusing_url_fails_over_to_the_others_without_using_retries(two_servers) -> None:
+    a, b = two_servers
+    dead = _closed_port_url()
+    spread = engine(None, base_urls=[dead, a.url, b.url], concurrency=2, max_retries=0)
+    out = spread.generate([Request(text=f"p{i}") for i in range(6)], Sampling(seed=1))
+    assert [g[0].request_index for g in out] == list(range(6))
+    assert spread.served[0] == 0 and sum(spread.served) == 6 and spread.served[1] > 0 and spread.served[2] > 0
+    assert len(a.requests()) + len(b.requests()) == 6  # each request answered once
+
+
+def test_every_url_refusing_is_a_clear_error() -> None:
+    urls = [_closed_port_url(), _closed_port_url()]
+    with pytest.raises(EndpointError) as info:
+        engine(None, base_urls=urls, max_retries=1).generate([Request(text="p")], Sampling())
+    assert info.value.status is None and "after 2 attempts on each of 2 endpoints" in str(info.value)
+
+
+def test_endpoints_are_validated() -> None:
+    from spec.generation import EngineSettings
+
+    with pytest.raises(ValueError, match="exactly one of base_url and base_urls"):
+        OpenAIEngine("m", "http://a/v1", base_urls=["http://b/v1"])
+    with pytest.raises(ValueError, match="exactly one"):
+        OpenAIEngine("m")
+    with pytest.raises(ValueError, match="non-empty"):
+        OpenAIEngine("m", base_urls=[])
+    assert OpenAIEngine("m", ["http://a/v1/", "http://b/v1"]).urls == ["http://a/v1/completions", "http://b/v1/completions"]
+    with pytest.raises(ValueError, match="give exactly one of them"):
+        EngineSettings(name="openai", base_url="http://a/v1", base_urls=["http://b/v1"])
+    with pytest.raises(ValueError, match="needs the endpoint"):
+        EngineSettings(name="openai")
+    with pytest.raises(ValueError, match="listed twice"):
+        EngineSettings(name="openai", base_urls=["http://a/v1", "http://a/v1/"])
+    assert EngineSettings(name="openai", base_urls=["http://a/v1", "http://b/v1"]).urls == ["http://a/v1", "http://b/v1"]
