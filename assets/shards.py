@@ -103,12 +103,6 @@ def _clean_config(recipe: Recipe, spec: SourceSpec) -> dict[str, Any]:
             "benchmark_fields": {b.name: b.fields for b in recipe.benchmarks}}
 
 
-def _clean_config(recipe: Recipe, spec: SourceSpec) -> dict[str, Any]:
-    return {"source": spec.model_dump(mode="json", exclude={"shards"}),
-            "decontam": recipe.curation.decontam.model_dump(), "dedup": recipe.curation.dedup.model_dump(),
-            "benchmark_fields": {b.name: b.fields for b in recipe.benchmarks}}
-
-
 def _params(recipe: Recipe) -> Any:
     from curation.dedup_params import DedupParams
 

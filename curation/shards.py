@@ -43,8 +43,9 @@ __all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "curate_sha
 
 ORDINAL = "_ordinal"
 """Position of a valid row in the whole source (0-based, blank lines not counted)."""
-ROW_GROUP_ROWS = 8192
-"""Row-group size of shard outputs: what one streamed read holds per shard."""
+ROW_GROUP_ROWS = 2048
+"""Row-group size of shard outputs: what one streamed read decodes per shard (the assembly holds one
+row group of every shard, so this bounds its memory as shards grow)."""
 
 
 @dataclass
@@ -124,8 +125,8 @@ def confirm_partition(keys: Sequence[pa.Table], texts: ShardTexts, params: Dedup
 def assemble(shard_files: Sequence[Path | str], removed: pa.Table, batch_rows: int = ROW_GROUP_ROWS
              ) -> Iterator[pa.RecordBatch]:
     """Step 4: the rows of every shard output merged by ORDINAL, those in `removed` (REMOVED_SCHEMA)
-    left out and ORDINAL dropped, as record batches in source order. Holds at most one batch
-    per shard plus the rows not yet emitted."""
+    left out and ORDINAL dropped, as record batches in source order. Holds about one row group
+    (ROW_GROUP_ROWS) of every shard plus the rows not yet emitted."""
     removed_pos = np.sort(np.asarray(removed.column("pos"), dtype=np.int64))
     readers = [pq.ParquetFile(f).iter_batches(batch_size=max(256, batch_rows // max(1, len(shard_files))))
                for f in shard_files]
@@ -168,13 +169,13 @@ def assemble(shard_files: Sequence[Path | str], removed: pa.Table, batch_rows: i
 
 def decontam_report(shard_folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The unsharded path's `decontam_dropped.json` from the shard outputs: each hit's `row` is its
-    index among the source's valid rows (its position minus the quarantined lines before it), so
+    index among the source's valid rows (its position minus the quarantined records before it), so
     the memory is the hits and the quarantined lines, not the rows. Returns (report, raw hits)."""
     import json
 
     hits = sorted((h for f in shard_folders for h in json.loads((f / "decontam_dropped.json").read_text())),
                   key=lambda h: h["ordinal"])
-    lines = np.sort(np.concatenate([np.asarray(pq.read_table(f / "quarantine.parquet", columns=["line"]).column("line"),
+    lines = np.sort(np.concatenate([np.asarray(pq.read_table(f / "quarantine.parquet", columns=[ORDINAL]).column(ORDINAL),
                                                dtype=np.int64) for f in shard_folders] or [np.zeros(0, np.int64)]))
     ordinals = np.array([h["ordinal"] for h in hits], dtype=np.int64)
     rows = ordinals - np.searchsorted(lines, ordinals)

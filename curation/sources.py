@@ -43,7 +43,7 @@ from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
 QUARANTINE_SCHEMA = pa.schema(
     [
         pa.field("source", pa.string(), nullable=False),
-        pa.field("line", pa.int64(), nullable=False),  # 0-based row / non-blank line index
+        pa.field("line", pa.int64(), nullable=False),  # 1-based line of a jsonl file, else 1-based row number
         pa.field("reason", pa.string(), nullable=False),
         pa.field("raw", pa.string(), nullable=False),  # the raw line or the row as JSON
     ]
@@ -127,6 +127,22 @@ def jsonl_lines(
                 yield i, (json.loads(text), None, text.rstrip("\n"))
             except json.JSONDecodeError:
                 yield i, (None, "invalid_json", text.rstrip("\n"))
+
+
+def file_lines(path: Path, reader: str, positions: list[int]) -> list[int]:
+    """The 1-based line a user sees in the file for records at these positions (non-blank jsonl
+    lines counted from 0): for a jsonl file one more pass counting every line, blank ones
+    included; for other readers the 1-based row number."""
+    if not positions or reader != "jsonl" or json_array(path) is not None:
+        return [p + 1 for p in positions]
+    wanted, found, position = set(positions), {}, 0
+    with opener(path)(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if raw.strip():
+                if position in wanted:
+                    found[position] = number
+                position += 1
+    return [found[p] for p in positions]
 
 
 def shard_of(raw: bytes, shards: int) -> int:
@@ -290,11 +306,16 @@ def load_source(
         dropped[reason] = dropped.get(reason, 0) + 1
         bad.append({"source": source_name, "line": i, "reason": reason, "raw": raw.encode("utf-8", "backslashreplace").decode("utf-8")})
     table = pa.Table.from_pylist(rows, schema=schema)
+    positions = [b["line"] for b in bad]
+    for b, line in zip(bad, file_lines(Path(path), reader, positions)):
+        b["line"] = line
+    quarantine = pa.Table.from_pylist(bad, schema=QUARANTINE_SCHEMA)
     if ordinal_column:
         table = table.append_column(ordinal_column, pa.array(ordinals, pa.int64()))
+        quarantine = quarantine.append_column(ordinal_column, pa.array(positions, pa.int64()))
     return LoadResult(
         table,
-        pa.Table.from_pylist(bad, schema=QUARANTINE_SCHEMA),
+        quarantine,
         rows_in,
         dropped,
         format,

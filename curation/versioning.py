@@ -14,6 +14,7 @@ and column order, and never polars' hash, which is not stable across versions.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -148,6 +149,10 @@ def write_versioned(
     return _publish(tmp, folder, data_version, record, extra_files)
 
 
+STREAM_GROUP_ROWS, STREAM_GROUP_BYTES = 8192, 32 << 20
+"""Row-group bounds of a streamed write: readers get sensible row groups, the writer holds one."""
+
+
 def write_versioned_batches(
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema,
@@ -168,10 +173,16 @@ def write_versioned_batches(
     tmp.mkdir(parents=True)
     try:
         rows_out = 0
+        pending: list[pa.RecordBatch] = []
         with pq.ParquetWriter(tmp / "data.parquet", schema) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
-                rows_out += batch.num_rows
+            for batch in itertools.chain(batches, [None]):  # gathered into row groups of bounded size
+                if batch is not None:
+                    pending.append(batch)
+                    rows_out += batch.num_rows
+                if pending and (batch is None or sum(b.num_rows for b in pending) >= STREAM_GROUP_ROWS
+                                or sum(b.nbytes for b in pending) >= STREAM_GROUP_BYTES):
+                    writer.write_table(pa.Table.from_batches(pending, schema=schema))
+                    pending = []
         dropped = _check_accounting(asset, rows_in, rows_out, dropped)
         data_version = content_hash_file(tmp / "data.parquet")
     except BaseException:

@@ -38,8 +38,16 @@ def test_jsonl_quarantines_each_bad_line_with_a_reason(tmp_path):
     }
     assert res.rows_in == res.table.num_rows + sum(res.dropped.values()) == 9
     q = res.quarantine.to_pylist()
-    assert [r["line"] for r in q] == [1, 2, 3, 4, 5, 6, 7]
-    assert q[0] == {"source": "m", "line": 1, "reason": "invalid_json", "raw": "{not json"}
+    assert [r["line"] for r in q] == [3, 4, 5, 6, 7, 8, 9]  # the file's own 1-based line numbers
+    assert q[0] == {"source": "m", "line": 3, "reason": "invalid_json", "raw": "{not json"}
+    with_blanks = tmp_path / "blanks.jsonl"  # blank lines are not rows, but they are lines of the file
+    with_blanks.write_bytes(b"\n".join([_LINES[0], b"", b"  ", _LINES[2], b"", _LINES[3]]) + b"\n")
+    lines = load_source(with_blanks, "jsonl", "math", "m", columns={"prompt": "question", "answer": "final"})
+    assert lines.quarantine.column("line").to_pylist() == [4, 6]
+    for shard in range(2):  # a shard reports the same lines
+        part = load_source(with_blanks, "jsonl", "math", "m", columns={"prompt": "question", "answer": "final"},
+                           shard=shard, shards=2, ordinal_column="_ordinal")
+        assert set(part.quarantine.column("line").to_pylist()) <= {4, 6}
 
 
 def test_row_ids_are_stable_and_content_derived(tmp_path):
