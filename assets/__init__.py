@@ -30,6 +30,7 @@ from assets.generations import build_generation_assets
 from assets.shards import executor_for
 from assets.sources import build_source_assets
 from spec.recipe import Recipe
+from spec.storage import use_storage
 
 MAIN_JOB, OBSERVE_JOB = "cascade", "observe_sources"
 
@@ -37,6 +38,7 @@ MAIN_JOB, OBSERVE_JOB = "cascade", "observe_sources"
 def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Definitions:
     """All assets, checks and jobs of a recipe."""
     timer = timer or WorkTimer()
+    use_storage(recipe.storage)  # the caches' location in this process: the recipe's `storage:` (spec.storage)
     source_defs = build_source_assets(recipe, timer)
     corpus_defs = build_corpus_assets(recipe, timer) + build_generation_assets(recipe, timer)
     ckpt_defs = build_checkpoint_assets(recipe, timer)

@@ -1,7 +1,8 @@
 """`cascade run`, `cascade status` and `cascade lineage`: the recipe's assets from a terminal.
 
-All three talk to the same Dagster instance the UI uses (`$CASCADE_HOME/dagster`, local
-SQLite), in process: no webserver or daemon has to be running.
+All three talk to the same Dagster instance the UI uses (`$CASCADE_HOME/dagster`: local SQLite,
+or PostgreSQL when the recipe's `storage.backend` is postgres), in process: no webserver or
+daemon has to be running.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster_project.home_lock import command_line, home_lock, instance_lock, recover_home, run_tags
+
+if TYPE_CHECKING:
+    from spec.storage import StorageConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,8 +51,9 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
                              "rl_stages.math_rl.train.max_steps=20; validated like the file, recorded in lineage")
 
 
-def get_instance():
-    """The project's Dagster instance (`$DAGSTER_HOME`, default `$CASCADE_HOME/dagster`)."""
+def get_instance(storage: StorageConfig | None = None):
+    """The project's Dagster instance (`$DAGSTER_HOME`, default `$CASCADE_HOME/dagster`), its
+    dagster.yaml matching the recipe's `storage` block when one is given (ensure_instance_config)."""
     import dagster as dg
 
     from spec.paths import cascade_home
@@ -59,20 +64,81 @@ def get_instance():
     # The first open creates and migrates the SQLite storages; two processes doing it at once
     # collide (`table runs already exists`), so every command opens the instance under a short lock.
     with instance_lock(home):
-        ensure_instance_config(home)
+        ensure_instance_config(home, storage)
         instance = dg.DagsterInstance.get()
         instance.run_storage, instance.event_log_storage, instance.schedule_storage  # noqa: B018 - built here
     return instance
 
 
-# Local SQLite storage under DAGSTER_HOME; no telemetry from CI; no first-visit pop-up in the UI.
+# Local SQLite storage under DAGSTER_HOME unless the recipe says postgres; no telemetry from CI;
+# no first-visit pop-up in the UI.
 INSTANCE_SETTINGS = {"telemetry": "telemetry:\n  enabled: false\n", "nux": "nux:\n  enabled: false\n"}
 
 
-def ensure_instance_config(home: Path | str | None = None) -> Path:
+class InstanceStorageError(ValueError):
+    """The home's Dagster instance is stored elsewhere than the recipe's `storage:` block says."""
+
+
+def _postgres_storage(storage: StorageConfig) -> dict:
+    """dagster-postgres' instance storage (through dagster_project.pg_storage, which picks its
+    driver), its URL read from `$<url_env>` by every process that opens the instance."""
+    return {"custom": {"module": "dagster_project.pg_storage", "class": "PostgresStorage",
+                       "config": {"postgres_url": {"env": storage.url_env}}}}
+
+
+def _postgres_block(storage: StorageConfig) -> str:
+    import yaml
+
+    return yaml.safe_dump({"storage": _postgres_storage(storage)}, sort_keys=False)
+
+
+def sqlite_history(home: Path) -> list[Path]:
+    """The SQLite files of a Dagster home's run history (runs, event logs, schedules), if any."""
+    return sorted(p for pattern in ("history/*.db", "history/runs/*.db", "schedules/*.db", "storage/*.db")
+                  for p in home.glob(pattern))
+
+
+def _storage_settings(home: Path, text: str, storage: StorageConfig) -> str:
+    """The `storage:` block to append for `storage` ("" when the file already matches), or
+    InstanceStorageError. Decided: a home keeps one history. Switching an existing SQLite home to
+    PostgreSQL (or back) fails here instead of starting a second, empty history beside the first:
+    the data versions and staleness Dagster reports would silently restart. Start the other
+    backend on a new CASCADE_HOME (the files of the old one are untouched), or keep the backend."""
+    import yaml
+
+    current = (yaml.safe_load(text) or {}).get("storage") if text.strip() else None
+    wanted = _postgres_storage(storage)
+    config = home / "dagster.yaml"
+    if storage.backend == "embedded":
+        if isinstance(current, dict) and ("postgres" in current or
+                                          (current.get("custom") or {}).get("module") == wanted["custom"]["module"]):
+            raise InstanceStorageError(
+                f"{config} keeps this home's runs in PostgreSQL, but the recipe's storage.backend is embedded "
+                "(SQLite): set `storage: {backend: postgres}` in the recipe, or use another CASCADE_HOME")
+        return ""
+    if current == wanted:
+        return ""
+    if current is not None:
+        raise InstanceStorageError(
+            f"{config} already has a `storage:` block ({current}) that is not the recipe's "
+            f"(PostgreSQL from ${storage.url_env}): fix one of the two, or use another CASCADE_HOME")
+    history = sqlite_history(home)
+    if history:
+        raise InstanceStorageError(
+            f"the Dagster home {home} already keeps its run history in SQLite ({history[0].name}, ...); "
+            "switching it to PostgreSQL would start a second, empty history and lose the data versions "
+            "Dagster knows. Use a new CASCADE_HOME for `storage.backend: postgres`, or keep `embedded` here")
+    return _postgres_block(storage)
+
+
+def ensure_instance_config(home: Path | str | None = None, storage: StorageConfig | None = None) -> Path:
     """Write `<DAGSTER_HOME>/dagster.yaml` (`make ui` and every command call this): telemetry and
-    the UI's first-visit pop-up (`nux`) off. A file the user wrote keeps its settings; only the
-    top-level keys it lacks are appended."""
+    the UI's first-visit pop-up (`nux`) off, and, given the recipe's `storage` block with
+    `backend: postgres`, dagster-postgres storage (`storage: custom:` dagster_project.pg_storage
+    with `postgres_url: {env: <url_env>}`: the URL stays in the environment). A file the user
+    wrote keeps its settings; only the top-level keys it lacks are appended. A home whose
+    existing history is in the other backend raises InstanceStorageError (`_storage_settings`);
+    `storage=None` (`make ui`, commands without a recipe) checks nothing."""
     from spec.paths import cascade_home
 
     home = Path(home or os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
@@ -82,6 +148,8 @@ def ensure_instance_config(home: Path | str | None = None) -> Path:
         text = config.read_text() if config.exists() else ""
         present = {line.split(":", 1)[0].strip() for line in text.splitlines() if line and not line[0].isspace()}
         missing = [block for name, block in INSTANCE_SETTINGS.items() if name not in present]
+        if storage is not None:
+            missing += [block for block in [_storage_settings(home, text, storage)] if block]
         if missing:
             tmp = config.with_name(f".{config.name}.tmp")
             tmp.write_text(text + ("" if not text or text.endswith("\n") else "\n") + "".join(missing))
@@ -162,7 +230,7 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     recipe, defs, _ = _context(args.recipe, args.set)
-    instance = get_instance()
+    instance = get_instance(recipe.storage)
     observe_sources(defs, instance)
     rows = asset_statuses(defs, instance)
     if args.json:
@@ -184,7 +252,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
     recipe, defs, _ = _context(args.recipe, args.set)
     asset_key = resolve_key(defs, args.asset)
-    meta = latest_metadata(get_instance(), asset_key)
+    meta = latest_metadata(get_instance(recipe.storage), asset_key)
     # Every node is checked against its folder (spec.lineage_verify): one that does not verify is marked.
     tree = annotate_tree(lineage_tree({"asset": asset_key.path[-1], "data_version": meta.get("data_version"),
                                        "path": meta["path"]}))
@@ -226,7 +294,7 @@ def _run_locked(args: argparse.Namespace) -> int:
     from spec.paths import cascade_home
 
     recipe, defs, timer = _context(args.recipe, args.set)
-    instance = get_instance()
+    instance = get_instance(recipe.storage)
     recovered = recover_home(instance, cascade_home())  # no other run is writing: safe to clean up
     if recovered:
         print(recovered, flush=True)

@@ -1,12 +1,15 @@
 """Generation cache: every sample ever drawn, keyed by what was asked, append-only.
 
-What: one SQLite file (`samples.sqlite`) under a folder (default
-`$CASCADE_HOME/generation_cache`). A key is blake2b over (model content version, engine name
-+ `engine.version`, every `Sampling` field, sample index) and the rendered prompt bytes; the
-value is the `Sample` (text, token ids, finish reason, log-probs). Rows are only ever
-inserted (`INSERT OR IGNORE`: the first sample stored under a key stays), never updated.
+What: one table `samples`, either in a SQLite file (`samples.sqlite`) under a folder (default
+`$CASCADE_HOME/generation_cache`; one machine) or, when the location is a `postgresql://` URL
+(the recipe's `storage.backend: postgres`, spec.storage), in that PostgreSQL database, which
+workers on several machines write at once (spec.keyed_table holds both backends). A key is
+blake2b over (model content version, engine name + `engine.version`, every `Sampling` field,
+sample index) and the rendered prompt bytes; the value is the `Sample` (text, token ids,
+finish reason, log-probs). Rows are only ever inserted (`INSERT ... ON CONFLICT DO NOTHING`:
+the first sample stored under a key stays, whichever process wrote it), never updated.
 
-Why SQLite (WAL) and not append-only JSONL segments: measured in
+Why SQLite (WAL) on one machine and not append-only JSONL segments: measured in
 benchmarks/bench_generation_cache.py (10,000 rows x 2 modes x 2 samples, 2 busy cores): the
 whole cached rerun takes ~1.5 s on SQLite, while a JSONL segment needs ~3.5 s just to rebuild
 its in-memory index on open (a scan of every record ever written: start-up and memory grow
@@ -27,36 +30,35 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sqlite3
 import sys
 from array import array
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from generation.engine import Sample, Sampling
+from spec.keyed_table import Column, KeyedTable
 from spec.paths import cascade_home
+from spec.storage import cache_url, is_postgres_url
 
 KEY_FORMAT = "cascade-gen-v1"
 """Bumped when the key layout changes (old entries then simply stop matching)."""
 DB_FILE = "samples.sqlite"
-_CHUNK = 900  # keys per SELECT (below SQLite's oldest bound-parameter limit)
 _SWAP = sys.byteorder != "little"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS samples (
-    key BLOB PRIMARY KEY,
-    text TEXT NOT NULL,
-    token_ids BLOB NOT NULL,
-    finish_reason TEXT NOT NULL,
-    logprobs BLOB,
-    model TEXT,
-    engine TEXT
-)"""
+_COLUMNS = [Column("key", "bytes", True), Column("text", "text", True), Column("token_ids", "bytes", True),
+            Column("finish_reason", "text", True), Column("logprobs", "bytes"), Column("model", "text"),
+            Column("engine", "text")]
 
 
 def default_cache_dir() -> Path:
     """`$CASCADE_HOME/generation_cache`."""
     return cascade_home() / "generation_cache"
+
+
+def default_cache_location() -> str | Path:
+    """Where `GenerationCache()` stores: the recipe's PostgreSQL database when `storage.backend`
+    is postgres (`$CASCADE_CACHE_URL`, spec.storage), else `default_cache_dir()`."""
+    return cache_url() or default_cache_dir()
 
 
 def _sampling_fields(sampling: Sampling) -> dict:
@@ -121,76 +123,56 @@ def _unpack(blob: bytes | None, code: str) -> list | None:
 
 
 class GenerationCache:
-    """The sample store of one folder. One connection per object; use one object per thread.
+    """The sample store of one location: a folder (SQLite `samples.sqlite` in it, one machine) or a
+    `postgresql://` URL (one PostgreSQL table shared by every machine). None = the default
+    (`default_cache_location()`). One connection per object; threads may share it.
 
     Writes happen in `put_many` only, one transaction per call (call it once per batch): a
-    commit is on disk when it returns.
+    commit is stored when it returns.
     """
 
     def __init__(self, folder: str | Path | None = None, timeout_s: float = 60.0):
-        self.folder = Path(folder) if folder is not None else default_cache_dir()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.path = self.folder / DB_FILE
-        self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, nor it them
-        self._db.execute("PRAGMA synchronous=FULL")  # fsync the WAL at every commit
-        self._db.execute(_SCHEMA)
+        location = folder if folder is not None else default_cache_location()
+        if is_postgres_url(location):
+            self.folder, self.path, self.url = None, None, str(location)
+        else:
+            self.folder, self.url = Path(location), None
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.path = self.folder / DB_FILE
+        self._table = KeyedTable(self.url or self.path, "samples", _COLUMNS, ["key"], timeout_s=timeout_s)
 
     def get_many(self, keys: Iterable[bytes]) -> dict[bytes, Sample]:
         """Cached samples of `keys` (absent keys are missing from the result).
 
         The returned samples carry request_index = sample_index = -1; callers set them.
         """
-        keys = list(dict.fromkeys(keys))
-        out: dict[bytes, Sample] = {}
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start:start + _CHUNK]
-            query = ("SELECT key, text, token_ids, finish_reason, logprobs FROM samples WHERE key IN "
-                     f"({','.join('?' * len(chunk))})")
-            for key, text, ids, finish, logprobs in self._db.execute(query, chunk):
-                out[key] = Sample(-1, -1, text, _unpack(ids, "i"), finish, _unpack(logprobs, "d"))
-        return out
+        found = self._table.get(keys, ["text", "token_ids", "finish_reason", "logprobs"])
+        return {key: Sample(-1, -1, text, _unpack(ids, "i"), finish, _unpack(logprobs, "d"))
+                for key, (text, ids, finish, logprobs) in found.items()}
 
     def get_texts(self, keys: Iterable[bytes]) -> dict[bytes, tuple[str, str, int]]:
         """{key: (text, finish_reason, token count)} of cached `keys`: the lookup path of a
         rerun, which needs no token ids (their count is the blob size, nothing is decoded)."""
-        keys = list(dict.fromkeys(keys))
-        out: dict[bytes, tuple[str, str, int]] = {}
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start:start + _CHUNK]
-            query = ("SELECT key, text, finish_reason, length(token_ids) / 4 FROM samples WHERE key IN "
-                     f"({','.join('?' * len(chunk))})")
-            for key, text, finish, n in self._db.execute(query, chunk):
-                out[key] = (text, finish, n)
-        return out
+        found = self._table.get(keys, ["text", "finish_reason", "length(token_ids) / 4"])
+        return {key: (text, finish, int(n)) for key, (text, finish, n) in found.items()}
 
     def put_many(self, items: Mapping[bytes, Sample] | Iterable[tuple[bytes, Sample]],
                  model: str | None = None, engine: str | None = None) -> int:
-        """Store samples in one durable transaction; returns how many were new."""
+        """Store samples in one durable transaction; returns how many were new (a key already
+        stored keeps its first sample, whichever process or machine wrote it)."""
         pairs = list(items.items() if isinstance(items, Mapping) else items)
-        if not pairs:
-            return 0
-        rows = [(k, s.text, _pack(s.token_ids, "i"), s.finish_reason, _pack(s.logprobs, "d"), model, engine)
-                for k, s in pairs]
-        before = self._db.total_changes
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.executemany("INSERT OR IGNORE INTO samples VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        return self._db.total_changes - before
+        return self._table.insert([(k, s.text, _pack(s.token_ids, "i"), s.finish_reason, _pack(s.logprobs, "d"),
+                                    model, engine) for k, s in pairs])
 
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+        return self._table.count()
 
     def __contains__(self, key: bytes) -> bool:
-        return self._db.execute("SELECT 1 FROM samples WHERE key = ?", (key,)).fetchone() is not None
+        return bool(self._table.get([key], ["1"]))
 
     def close(self) -> None:
-        """Close the connection (the data is already on disk)."""
-        self._db.close()
+        """Close the connection (the data is already stored)."""
+        self._table.close()
 
     def __enter__(self) -> "GenerationCache":
         return self

@@ -9,10 +9,14 @@ Not cached: infrastructure failures (they should be retried) and rewards whose s
 depends on the rest of the batch (`batch_dependent`: group z-scores, batch-minimum
 penalties), which pass straight through.
 
-The cache is an optimisation, never a point of failure: a cache file that cannot be opened or
-a database error while looking up or storing scores falls back to scoring without it.
+The cache is an optimisation, never a point of failure: a cache that cannot be opened (a file,
+a database server that does not answer) or a database error while looking up or storing
+scores falls back to scoring without it.
 Where it lives: `cache_path(setting)` is the one rule the trainer and the evals share (default
-`$CASCADE_HOME/reward_cache.sqlite`; "off" disables it).
+`$CASCADE_HOME/reward_cache.sqlite`, or the recipe's PostgreSQL database when its
+`storage.backend` is postgres (spec.storage); "off" disables it). A path is a SQLite file (one
+machine), a `postgresql://` URL a table every machine shares (spec.keyed_table holds both);
+scores are only inserted, the first stored under a key stays (`ON CONFLICT DO NOTHING`).
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rewards.base import Reward, RewardResult
+from spec.keyed_table import Column, KeyedTable, database_errors
+from spec.storage import is_postgres_url
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,8 @@ DEFAULT_CACHE_FILE = "reward_cache.sqlite"
 """File name of the shared cache under $CASCADE_HOME."""
 DISABLED = ("off", "none", "")
 """Cache settings that turn the cache off."""
+_COLUMNS = [Column("completion", "text"), Column("reward", "text"), Column("reference", "text"),
+            Column("score", "real"), Column("reason", "text"), Column("detail", "text")]
 
 
 def _digest(value: Any) -> str:
@@ -43,26 +50,15 @@ def _digest(value: Any) -> str:
 
 
 class CachedReward(Reward):
-    """`reward` with an sqlite cache in front; same name, version and contract."""
+    """`reward` with a score cache (SQLite file or PostgreSQL URL) in front; same name, version and contract."""
 
     def __init__(self, reward: Reward, cache_path: str | Path):
-        self.inner, self.path = reward, Path(cache_path)
+        self.inner = reward
+        self.path: str | Path = str(cache_path) if is_postgres_url(str(cache_path)) else Path(cache_path)
         self.name, self.version = reward.name, reward.version
         self.hits = self.misses = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._db() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS scores (completion TEXT, reward TEXT, reference TEXT, "
-                       "score REAL, reason TEXT, detail TEXT, PRIMARY KEY (completion, reward, reference))")
-
-    @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")  # concurrent readers while a stage writes
-            with db:  # commit on success
-                yield db
-        finally:
-            db.close()
+        self._errors = database_errors(self.path)
+        self._table = KeyedTable(self.path, "scores", _COLUMNS, ["completion", "reward", "reference"], timeout_s=30)
 
     @property
     def batch_dependent(self) -> bool:
@@ -82,14 +78,13 @@ class CachedReward(Reward):
                 for i, c in enumerate(completions)]
         results: list[RewardResult | None] = [None] * len(completions)
         try:
-            with self._db() as db:
-                for i, key in enumerate(keys):
-                    hit = db.execute("SELECT score, reason, detail FROM scores WHERE completion=? AND reward=? "
-                                     "AND reference=?", key).fetchone()
-                    if hit:
-                        results[i] = RewardResult(hit[0], hit[1], False, hit[2])
-        except sqlite3.Error as err:  # no cache this time: score everything
-            log.warning("reward cache %s unreadable (%s): scoring without it", self.path, err)
+            hits = self._table.get(keys, ["score", "reason", "detail"])
+            for i, key in enumerate(keys):
+                if key in hits:
+                    score, reason, detail = hits[key]
+                    results[i] = RewardResult(score, reason, False, detail)
+        except self._errors as err:  # no cache this time: score everything
+            log.warning("reward cache %s unreadable (%s): scoring without it", _shown(self.path), err)
             results = [None] * len(completions)
         miss = [i for i, r in enumerate(results) if r is None]
         self.hits += len(completions) - len(miss)
@@ -101,17 +96,16 @@ class CachedReward(Reward):
             for i, res in zip(miss, fresh):
                 results[i] = res
             try:
-                with self._db() as db:
-                    db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?)",
-                                   [(*keys[i], res.score, res.reason, res.detail)
+                self._table.insert([(*keys[i], res.score, res.reason, res.detail)
                                     for i, res in zip(miss, fresh) if not res.infra_error])
-            except sqlite3.Error as err:
-                log.warning("reward cache %s unwritable (%s): scores kept, not cached", self.path, err)
+            except self._errors as err:
+                log.warning("reward cache %s unwritable (%s): scores kept, not cached", _shown(self.path), err)
         return [r for r in results if r is not None]
 
 
 def cached(reward: Reward, cache_path: str | Path) -> CachedReward:
-    """Wrap `reward` so scores are looked up in / stored to the sqlite file `cache_path`.
+    """Wrap `reward` so scores are looked up in / stored to `cache_path` (a SQLite file, or a
+    `postgresql://` URL).
 
     >>> import tempfile, os
     >>> from rewards.swe import SweReward
@@ -123,20 +117,23 @@ def cached(reward: Reward, cache_path: str | Path) -> CachedReward:
     return CachedReward(reward, cache_path)
 
 
-def cache_path(setting: str | os.PathLike | None) -> Path | None:
-    """The cache file a setting names: None = `$CASCADE_HOME/reward_cache.sqlite`, "off" (also "" or
-    "none", any case) = no cache, anything else = that file.
+def cache_path(setting: str | os.PathLike | None) -> Path | str | None:
+    """The cache a setting names: None = the default (the recipe's PostgreSQL URL when its
+    `storage.backend` is postgres, `$CASCADE_CACHE_URL`; else `$CASCADE_HOME/reward_cache.sqlite`),
+    "off" (also "" or "none", any case) = no cache, a `postgresql://` URL = that database,
+    anything else = that file.
 
     >>> cache_path("off") is None, cache_path("/tmp/r.sqlite")
     (True, PosixPath('/tmp/r.sqlite'))
     """
     if setting is None:
         from spec.paths import cascade_home
+        from spec.storage import cache_url
 
-        return cascade_home() / DEFAULT_CACHE_FILE
+        return cache_url() or cascade_home() / DEFAULT_CACHE_FILE
     if str(setting).strip().lower() in DISABLED:
         return None
-    return Path(setting)
+    return str(setting) if is_postgres_url(str(setting)) else Path(setting)
 
 
 def maybe_cached(reward: Any, path: str | os.PathLike | None) -> Any:
@@ -151,9 +148,15 @@ def maybe_cached(reward: Any, path: str | os.PathLike | None) -> Any:
         return reward
     try:
         return CachedReward(reward, path)
-    except (OSError, sqlite3.Error) as err:
-        log.warning("reward cache %s unusable (%s): %s scored without it", path, err, reward.name)
+    except (OSError, *database_errors(path)) as err:
+        log.warning("reward cache %s unusable (%s): %s scored without it", _shown(path), err, reward.name)
         return reward
+
+
+def _shown(location: str | os.PathLike) -> str:
+    """A cache location fit for a log line: a URL without its password."""
+    text = str(location)
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", text) if is_postgres_url(text) else text
 
 
 __all__ = ["DEFAULT_CACHE_FILE", "CachedReward", "cache_path", "cached", "maybe_cached"]

@@ -23,6 +23,7 @@ from spec.entry_points import is_file_target
 from spec.generation import GenerationSpec
 from spec.data import BenchmarkSpec, CurationConfig, Domain, SourceSpec, check_name
 from spec.execution import ExecutionConfig
+from spec.storage import StorageConfig
 from spec.extends import ExtendsError, RecipeFileError, read_recipe_file, resolve_extends
 from spec.kinds import UnknownStageKindError, stage_kind, stage_kinds
 from spec.overrides import OverrideError, apply_overrides
@@ -196,6 +197,8 @@ class Recipe(Settings):
     """Held-out evaluation and the no-forgetting gate."""
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     """Where the run's steps execute: in process, multiprocess, Celery workers or Kubernetes jobs (docs/executors.md)."""
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    """Where the Dagster instance and the generation / reward caches live: `embedded` SQLite under `$CASCADE_HOME` (one machine) or `postgres` (several machines; docs/executors.md)."""
     tracking: list[Literal["tensorboard", "mlflow", "wandb"]] | None = None
     """Experiment trackers of every SFT and RL stage (e.g. `[tensorboard, mlflow, wandb]`); a stage's own `train.tracking` wins; None keeps TensorBoard only."""
     stage_order: Literal["cascade", "cascade1", "cascade2", "custom"] = "cascade"

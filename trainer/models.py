@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import uuid
 from pathlib import Path
 
 # ChatML exactly as curation.chat.render_messages renders it, /no_think prefill included (a test
@@ -91,7 +93,10 @@ def make_tiny_model(path: str | os.PathLike, seed: int = 0, arch: str = "qwen2")
     path = Path(path)
     if (path / _COMPLETE_MARKER).exists():
         return path
-    path.mkdir(parents=True, exist_ok=True)
+    # Built in a private folder and renamed into place: two processes building it at once (steps
+    # on two workers sharing a home) never read each other's half-written files.
+    final, path = path, path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
     tokenizer = _train_tiny_tokenizer(seed, vocab_size=768)
     common = dict(
         vocab_size=len(tokenizer), hidden_size=128, intermediate_size=384, num_hidden_layers=4,
@@ -111,7 +116,16 @@ def make_tiny_model(path: str | os.PathLike, seed: int = 0, arch: str = "qwen2")
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     (path / _COMPLETE_MARKER).write_text(json.dumps({"kind": "tiny", "arch": arch, "seed": seed}))
-    return path
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(path, final)
+    except OSError:  # another process finished first (or an old partial folder is there)
+        if not (final / _COMPLETE_MARKER).exists():
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(path, final)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    return final
 
 
 def smollm2_gguf_path() -> Path:
