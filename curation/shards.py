@@ -34,6 +34,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from curation.accounting import RowAccount
+from curation.content_hash import STREAM_BUFFER
 from curation.dedup_params import DedupParams, text_column
 from curation.dedup_stages import candidate_pairs, confirm_pairs, row_keys, split_keys
 from curation.sources import LoadResult, load_source, shard_of
@@ -110,7 +111,9 @@ class ShardTexts:
 
         fields = self.fields or dedup_fields(dataset.schema)
         table = dataset.to_table(columns=[ORDINAL, "row_id", "source", *fields],
-                                 filter=pc.field(ORDINAL).isin(pa.array(positions, pa.int64())))
+                                 filter=pc.field(ORDINAL).isin(pa.array(positions, pa.int64())),
+                                 fragment_scan_options=ds.ParquetFragmentScanOptions(
+                                     pre_buffer=False, buffer_size=STREAM_BUFFER), use_threads=False)
         table = table.sort_by(ORDINAL)
         return pa.table({"pos": table.column(ORDINAL), "row_id": table.column("row_id"),
                          "source": table.column("source"), "text": text_column(table, fields)})
@@ -128,8 +131,8 @@ def assemble(shard_files: Sequence[Path | str], removed: pa.Table, batch_rows: i
     left out and ORDINAL dropped, as record batches in source order. Holds about one row group
     (ROW_GROUP_ROWS) of every shard plus the rows not yet emitted."""
     removed_pos = np.sort(np.asarray(removed.column("pos"), dtype=np.int64))
-    readers = [pq.ParquetFile(f).iter_batches(batch_size=max(256, batch_rows // max(1, len(shard_files))))
-               for f in shard_files]
+    readers = [pq.ParquetFile(f, pre_buffer=False, buffer_size=STREAM_BUFFER).iter_batches(
+        batch_size=max(256, batch_rows // max(1, len(shard_files))), use_threads=False) for f in shard_files]
     pending: list[pa.Table | None] = [None] * len(readers)
     live = list(range(len(readers)))
     while live:
