@@ -13,7 +13,9 @@ and are stopped by PID.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -98,7 +100,10 @@ def test_postgres_celery_two_machines_same_output(tmp_path: Path, monkeypatch: p
     plain = tmp_path / "plain"
     _use_home(monkeypatch, plain)
     monkeypatch.delenv("CASCADE_POSTGRES_URL", raising=False)
-    defs, instance, _ = _run(str(recipe_file), ["execution.executor=in_process"], [*benches, *targets])
+    _run(str(recipe_file), ["execution.executor=in_process"], benches)
+    started = time.perf_counter()
+    defs, instance, _ = _run(str(recipe_file), ["execution.executor=in_process"], targets)
+    timings = {"in_process_embedded_s": time.perf_counter() - started}
     expected = _versions(instance, defs)
     with GenerationCache() as cache:  # embedded: the samples went to SQLite under the home
         assert cache.path == plain.resolve() / "generation_cache" / "samples.sqlite"
@@ -122,7 +127,10 @@ def test_postgres_celery_two_machines_same_output(tmp_path: Path, monkeypatch: p
         for folder in machines:
             folder.mkdir()
         with celery_workers(["m1@cascade-test", "m2@cascade-test"], env, tmp_path, cwds=machines) as workers:
+            started = time.perf_counter()
             defs, instance, result = _run(str(recipe_file), sets, targets)
+            timings["celery_postgres_s"] = time.perf_counter() - started
+            _report(timings)
             assert defs.resolve_job_def("cascade").executor_def.name == "celery"
             assert _versions(instance, defs) == expected
 
@@ -151,6 +159,15 @@ def test_postgres_celery_two_machines_same_output(tmp_path: Path, monkeypatch: p
     assert not [p for p in home.rglob("*") if p.suffix in (".sqlite", ".db") or p.name.endswith(("-wal", "-shm"))]
     assert (plain / "generation_cache" / "samples.sqlite").exists()  # (the check above would see one)
     assert all(p.poll() is not None for p in workers)
+
+
+def _report(timings: dict[str, float]) -> None:
+    """Print the two wall times (the same targets: sharded curation + sharded generation) and, when
+    $CASCADE_MULTI_MACHINE_TIMINGS names a file, write them there (benchmarks/bench_multi_machine.py)."""
+    print(f"\nmulti-machine wall: in process on SQLite {timings['in_process_embedded_s']:.1f} s, "
+          f"two Celery workers on PostgreSQL {timings['celery_postgres_s']:.1f} s")
+    if os.environ.get("CASCADE_MULTI_MACHINE_TIMINGS"):
+        Path(os.environ["CASCADE_MULTI_MACHINE_TIMINGS"]).write_text(json.dumps(timings))
 
 
 def _sqlite_samples(path: Path) -> dict[bytes, str]:
