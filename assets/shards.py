@@ -27,7 +27,6 @@ executor here, never chosen in code; the UI shows it and the shard count on each
 from typing import Any
 
 import dagster as dg
-import pyarrow as pa
 
 from assets.common import BENCHMARKS, CURATED, SOURCES, WorkTimer, data_root, dataset_metadata, key, upstream_ref
 from assets.sources import CURATION_CODE, ensure_file, file_asset_name, read_versioned
@@ -219,30 +218,18 @@ def _assemble_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDef
 
         import pyarrow.parquet as pq
 
-        from curation.dedup import DROPPED_SCHEMA
         from curation.schemas import DOMAIN_SCHEMAS
-        from curation.accounting import RowAccount
-        from curation.shards import assemble, decontam_report
-        from curation.versioning import write_versioned_batches
+        from curation.shards import write_clean
 
         parts = [shards[f"shard_{k}"] for k in range(spec.shards)]
         if len({p["source_version"] for p in parts}) > 1:  # each shard read a different version of the file
             raise dg.Failure(f"source {spec.name!r} changed between the reads of its shards (versions "
                              f"{', '.join(p['source_version'] for p in parts)}); rerun when it is stable")
         with timer.measure(f"curated/clean_{spec.name} assemble of {spec.shards} shards"):
-            folders = [Path(p["path"]) for p in parts]
-            gone = pq.read_table(Path(removed["path"]) / "data.parquet")
-            report, hits = decontam_report(folders)
-            account = RowAccount(sum(p["valid"] for p in parts))
-            account.drop_all([h["benchmark"] for h in report], prefix="contaminated:")
-            account.drop_all(gone.column("reason").to_pylist())
-            out = write_versioned_batches(
-                assemble([f / "data.parquet" for f in folders], gone), DOMAIN_SCHEMAS[spec.domain], data_root(),
-                f"clean_{spec.name}", rows_in=account.rows_in, dropped=account.dropped,
-                inputs=[*parts, removed], code_version=code_version(CURATION_CODE, config), config=config,
-                extra_files={"decontam_dropped.json": report, "dedup_dropped.parquet": gone.select(
-                    ["source", "row_id", "reason", "duplicate_of"]).add_column(
-                    0, "input", pa.array([0] * gone.num_rows, pa.int32())).cast(DROPPED_SCHEMA)})
+            out = write_clean([Path(p["path"]) for p in parts], pq.read_table(Path(removed["path"]) / "data.parquet"),
+                              DOMAIN_SCHEMAS[spec.domain], data_root(), f"clean_{spec.name}",
+                              valid_rows=sum(p["valid"] for p in parts), inputs=[*parts, removed],
+                              code_version=code_version(CURATION_CODE, config), config=config)
             preview = pq.ParquetFile(out.path).read_row_group(0).slice(0, 5).to_pylist() if out.record["rows_out"] else []
         metadata = {**dataset_metadata(out.record, preview),
                     "quarantined": sum(p["rows_in"] - p["valid"] for p in parts), "format": parts[0]["format"],

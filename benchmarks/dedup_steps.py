@@ -87,32 +87,19 @@ def step_cluster(spec: dict) -> dict:
 
 
 def step_assemble(spec: dict) -> dict:
-    """assets/shards.py `_assemble_op` (without the Dagster metadata)."""
-    import pyarrow as pa
+    """assets/shards.py `_assemble_op` (without the Dagster metadata): `curation.shards.write_clean`."""
     import pyarrow.parquet as pq
 
-    from curation.accounting import RowAccount
-    from curation.dedup import DROPPED_SCHEMA
     from curation.schemas import DOMAIN_SCHEMAS
-    from curation.shards import assemble, decontam_report
-    from curation.versioning import write_versioned_batches
+    from curation.shards import write_clean
 
     parts, removed = spec["parts"], spec["removed"]
-    folders = [Path(p["path"]) for p in parts]
-    gone = pq.read_table(Path(removed["path"]) / "data.parquet")
-    report, _ = decontam_report(folders)
-    account = RowAccount(sum(p["valid"] for p in parts))
-    account.drop_all([h["benchmark"] for h in report], prefix="contaminated:")
-    account.drop_all(gone.column("reason").to_pylist())
-    out = write_versioned_batches(
-        assemble([f / "data.parquet" for f in folders], gone), DOMAIN_SCHEMAS[DOMAIN], Path(spec["root"]), "clean_sft",
-        rows_in=account.rows_in, dropped=account.dropped, inputs=[*parts, removed], code_version=CODE, config={},
-        extra_files={"decontam_dropped.json": report, "dedup_dropped.parquet": gone.select(
-            ["source", "row_id", "reason", "duplicate_of"]).add_column(
-            0, "input", pa.array([0] * gone.num_rows, pa.int32())).cast(DROPPED_SCHEMA)})
+    out = write_clean([Path(p["path"]) for p in parts], pq.read_table(Path(removed["path"]) / "data.parquet"),
+                      DOMAIN_SCHEMAS[DOMAIN], Path(spec["root"]), "clean_sft", valid_rows=sum(p["valid"] for p in parts),
+                      inputs=[*parts, removed], code_version=CODE, config={})
     if out.record["rows_out"]:
         pq.ParquetFile(out.path).read_row_group(0).slice(0, 5).to_pylist()  # the step's preview
-    return _version(out, rows_out=out.record["rows_out"], dropped=account.dropped)
+    return _version(out, rows_out=out.record["rows_out"], dropped=out.record["dropped"])
 
 
 def step_inprocess(spec: dict) -> dict:

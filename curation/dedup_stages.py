@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 from curation.dedup_params import DedupParams
 from curation.minhash import jaccard, minhash_signatures, shingle_sets
 from curation.text import iter_tokens
+from curation.word_spans import fmix64_np
 
 EXACT_BAND = -1
 """`band` of an exact-text key."""
@@ -72,14 +73,6 @@ def band_ranges(num_perm: int, threshold: float, weights: tuple[float, float]) -
     return tuple(MinHashLSH(threshold=threshold, num_perm=num_perm, weights=weights).hashranges)
 
 
-def _mix64(h: np.ndarray) -> np.ndarray:
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(0xFF51AFD7ED558CCD)
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> np.uint64(33))
-
-
 _DIGEST_BASES = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
 
 
@@ -101,7 +94,7 @@ def digests(texts: pa.Array) -> list[bytes]:
             has = counts > 0
             if len(terms):
                 sums[has] = np.add.reduceat(terms, first[has])
-            out[rows, i] = _mix64(sums ^ (counts.astype(np.uint64) * base))
+            out[rows, i] = fmix64_np(sums ^ (counts.astype(np.uint64) * base))
     return [bytes(row) for row in out.astype("<u8").view(np.uint8).reshape(-1, 16)]
 
 
@@ -121,9 +114,9 @@ def row_keys(texts: pa.Array, positions: np.ndarray, shard: int, params: DedupPa
         has = np.array([len(s) > 0 for s in sets], dtype=bool)
         sigs = minhash_signatures(sets, near.num_perm, near.seed).astype(np.uint64)[has]
         for b, (lo, hi) in enumerate(band_ranges(near.num_perm, near.threshold, tuple(near.lsh_weights))):
-            h = np.full(len(sigs), _mix64(np.array([b + 1], dtype=np.uint64))[0], dtype=np.uint64)
+            h = np.full(len(sigs), fmix64_np(np.array([b + 1], dtype=np.uint64))[0], dtype=np.uint64)
             for c in range(lo, hi):
-                h = _mix64(h ^ sigs[:, c])
+                h = fmix64_np(h ^ sigs[:, c])
             bands.append(np.full(len(sigs), b, np.int16))
             keys.append(h)
             pos.append(positions[has])
@@ -138,7 +131,7 @@ def partition_of(keys: pa.Table, partitions: int) -> np.ndarray:
     """The partition of each key row: a mix of (band, key) mod `partitions`."""
     k = np.asarray(keys.column("key"), dtype=np.uint64)
     b = np.asarray(keys.column("band"), dtype=np.int64).astype(np.uint64)
-    return (_mix64(k ^ (b * np.uint64(0xD6E8FEB86659FD93))) % np.uint64(partitions)).astype(np.int64)
+    return (fmix64_np(k ^ (b * np.uint64(0xD6E8FEB86659FD93))) % np.uint64(partitions)).astype(np.int64)
 
 
 def split_keys(keys: pa.Table, partitions: int) -> list[pa.Table]:

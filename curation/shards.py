@@ -39,7 +39,7 @@ from curation.dedup_params import DedupParams, text_column
 from curation.dedup_stages import candidate_pairs, confirm_pairs, row_keys, split_keys
 from curation.sources import LoadResult, load_source, shard_of
 
-__all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "curate_shard", "decontam_report",
+__all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "curate_shard", "decontam_report", "write_clean",
            "shard_of"]
 
 ORDINAL = "_ordinal"
@@ -185,3 +185,23 @@ def decontam_report(shard_folders: Sequence[Path]) -> tuple[list[dict[str, Any]]
     report = [{"row": int(r), "benchmark": h["benchmark"], "ngram": h["ngram"], "field": h["field"]}
               for r, h in zip(rows, hits)]
     return report, hits
+
+
+def write_clean(shard_folders: Sequence[Path], removed: pa.Table, schema: pa.Schema, root: Path, asset: str, *,
+                valid_rows: int, inputs: Sequence[Any], code_version: str, config: Mapping[str, Any]) -> Any:
+    """Step 4 with its record: the assembled rows streamed to `<root>/<asset>/<version>/` with the
+    unsharded path's `decontam_dropped.json` and `dedup_dropped.parquet`, the accounting checked
+    (`valid_rows` in = kept + contaminated + removed). Returns the `Versioned` output."""
+    from curation.dedup import DROPPED_SCHEMA
+    from curation.versioning import write_versioned_batches
+
+    report, _ = decontam_report(shard_folders)
+    account = RowAccount(valid_rows)
+    account.drop_all([h["benchmark"] for h in report], prefix="contaminated:")
+    account.drop_all(removed.column("reason").to_pylist())
+    dropped = removed.select(["source", "row_id", "reason", "duplicate_of"]).add_column(
+        0, "input", pa.array([0] * removed.num_rows, pa.int32())).cast(DROPPED_SCHEMA)
+    return write_versioned_batches(
+        assemble([Path(f) / "data.parquet" for f in shard_folders], removed), schema, root, asset,
+        rows_in=account.rows_in, dropped=account.dropped, inputs=inputs, code_version=code_version, config=config,
+        extra_files={"decontam_dropped.json": report, "dedup_dropped.parquet": dropped})

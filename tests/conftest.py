@@ -30,3 +30,13 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory):
     from trainer.models import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny_model") / "model", seed=0)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the whole session (tests/e2e/servers.py: installed on first use,
+    started as the unprivileged `postgres` user, stopped by PID); tests create their own databases."""
+    from tests.e2e.servers import postgres_server
+
+    with postgres_server() as server:
+        yield server

@@ -52,6 +52,15 @@ def group_advantages(rewards: list[float], transform: str = "none", std_kind: st
     return ([math.tanh(a) for a in adv] if transform == "tanh" else adv), False
 
 
+def carries_signal(rollouts: list[Rollout], advantages: list[float], overlong_filtering: bool) -> bool:
+    """Whether a group can move the weights: some rollout the loss keeps (not truncated under
+    overlong filtering, not empty) has a non-zero advantage. A group whose reward differences sit
+    only in truncated rollouts has none: it counts as no signal (dynamic filtering drops it and a
+    refill replaces it) instead of taking a slot and training on nothing."""
+    return any(a != 0.0 and r.token_ids and not (overlong_filtering and r.truncated)
+               for r, a in zip(rollouts, advantages))
+
+
 def _stats(values: list[float]) -> tuple[float, float]:
     if not values:
         return float("nan"), float("nan")
@@ -179,16 +188,17 @@ class GRPOTrainer:
             rewards = self._score(mine, groups, metrics, step, round_) if mine else []
             metrics["time_reward_s"].append(time.perf_counter() - t0)
             for i, rollouts, r in zip(mine, groups, rewards):
-                adv, zero = group_advantages(r, cfg.advantage_transform, cfg.advantage_std)
+                adv, uniform = group_advantages(r, cfg.advantage_transform, cfg.advantage_std)
+                no_signal = uniform or not carries_signal(rollouts, adv, cfg.overlong_filtering)
                 metrics["groups"].append(1)
                 metrics["think"].append(int(self.modes[i] == "think"))
-                metrics["zero_var"].append(int(zero))
+                metrics["zero_var"].append(int(no_signal))
                 metrics["rewards"].extend(r)
                 metrics["lengths"].extend(len(x.token_ids) for x in rollouts)
                 metrics["truncated"].extend(int(x.truncated) for x in rollouts)
-                if zero:
+                if uniform:  # solved or unsolvable: what retire_solved_prompts retires
                     metrics["uniform_prompts"].append(i)
-                if zero and cfg.dynamic_filtering:
+                if no_signal and cfg.dynamic_filtering:
                     continue
                 kept.append((self.prompt_ids[i], rollouts, r, adv))
             (have,) = backend.all_reduce_sum([float(len(kept))])

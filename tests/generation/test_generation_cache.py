@@ -141,14 +141,6 @@ def test_killed_writer_then_rerun_generates_only_missing(tmp_path: Path) -> None
 
 # -- the same cache on PostgreSQL (several machines): a server started here, stopped by PID ------
 
-@pytest.fixture(scope="module")
-def postgres():
-    from tests.e2e.servers import postgres_server
-
-    with postgres_server() as server:
-        yield server
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
     """A fresh cache location: a folder (SQLite) or a new PostgreSQL database's URL."""

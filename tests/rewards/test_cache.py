@@ -37,14 +37,6 @@ class CountingReward(Reward):
         return RewardResult(float(len(completion) == int(row["answer"])), "checked", detail=prompt)
 
 
-@pytest.fixture(scope="module")
-def postgres():
-    from tests.e2e.servers import postgres_server
-
-    with postgres_server() as server:
-        yield server
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
     """A fresh cache: a SQLite file, or a new PostgreSQL database's URL."""

@@ -127,11 +127,34 @@ def test_hanging_reward_times_out_into_recorded_failures(grpo_kwargs):
     assert row["trained_rollouts"] > 0 and (result.output_dir / "model.safetensors").exists()
 
 
+def test_a_group_whose_signal_is_only_in_truncated_rollouts_has_none():
+    from trainer.grpo import carries_signal
+    from trainer.rollout import Rollout
+
+    def rollout(truncated: bool, tokens: int = 3) -> Rollout:
+        return Rollout(prompt_index=0, text="x", token_ids=list(range(tokens)), truncated=truncated)
+
+    adv = [1.0, 1.0, -3.0, 1.0]
+    all_cut = [rollout(True) for _ in adv]
+    assert not carries_signal(all_cut, adv, overlong_filtering=True)  # the loss keeps none of them
+    assert carries_signal(all_cut, adv, overlong_filtering=False)
+    one_kept = [rollout(True), rollout(True), rollout(False), rollout(True)]
+    assert carries_signal(one_kept, adv, overlong_filtering=True)
+    assert not carries_signal(one_kept, [1.0, 1.0, 0.0, -2.0], overlong_filtering=True)  # kept one has advantage 0
+    assert not carries_signal([rollout(False, tokens=0)] * 4, adv, overlong_filtering=True)  # empty completions
+
+
 def test_overlong_rollouts_are_excluded(grpo_kwargs):
     result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 2}))
     (row,) = pq.read_table(result.metrics_path).to_pylist()
     truncated = round(row["truncated_frac"] * 8)
     assert truncated > 0 and row["trained_rollouts"] <= 8 - truncated
+    # With dynamic filtering, groups whose reward differences sit only in truncated rollouts are
+    # filtered like zero-variance groups (nothing trained), not kept to train on nothing.
+    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 1, "dynamic_filtering": True,
+                                    "output_dir": str(result.output_dir) + "_filtered"}))
+    (row,) = pq.read_table(result.metrics_path).to_pylist()
+    assert row["truncated_frac"] == 1.0 and row["zero_var_frac"] == 1.0 and row["trained_rollouts"] == 0
 
 
 def test_data_order_interleaves_strata():
