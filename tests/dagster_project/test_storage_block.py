@@ -83,6 +83,9 @@ def test_postgres_instance_config_written_once(tmp_path: Path, monkeypatch: pyte
                                             "config": {"postgres_url": {"env": "CASCADE_POSTGRES_URL"}}}}
     assert config["telemetry"] == {"enabled": False} and config["nux"] == {"enabled": False}
     assert "secret" not in (tmp_path / "dagster.yaml").read_text()  # the URL stays in the environment
+    from tests.e2e.servers import ensure_postgres
+
+    ensure_postgres()  # dagster-postgres, which pg_storage imports, is installed on first use (make postgres)
     from dagster_project.pg_storage import sqlalchemy_url
 
     assert sqlalchemy_url(URL) == URL.replace("postgresql://", "postgresql+psycopg2://")
