@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from curation.accounting import RowAccount
 from curation.content_hash import STREAM_BUFFER
-from curation.dedup_params import DedupParams, text_column
+from curation.dedup_params import DedupParams, dedup_fields, text_column
 from curation.dedup_stages import candidate_pairs, confirm_pairs, row_keys, split_keys
 from curation.sources import LoadResult, load_source, shard_of
 
@@ -107,8 +107,6 @@ class ShardTexts:
 
     def __call__(self, shard: int, positions: np.ndarray) -> pa.Table:
         dataset = ds.dataset(self.files[shard], format="parquet")
-        from curation.dedup_params import dedup_fields
-
         fields = self.fields or dedup_fields(dataset.schema)
         table = dataset.to_table(columns=[ORDINAL, "row_id", "source", *fields],
                                  filter=pc.field(ORDINAL).isin(pa.array(positions, pa.int64())),
@@ -170,10 +168,10 @@ def assemble(shard_files: Sequence[Path | str], removed: pa.Table, batch_rows: i
         live = [i for i in live if pending[i] is not None]
 
 
-def decontam_report(shard_folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def decontam_report(shard_folders: Sequence[Path]) -> list[dict[str, Any]]:
     """The unsharded path's `decontam_dropped.json` from the shard outputs: each hit's `row` is its
     index among the source's valid rows (its position minus the quarantined records before it), so
-    the memory is the hits and the quarantined lines, not the rows. Returns (report, raw hits)."""
+    the memory is the hits and the quarantined records, not the rows."""
     import json
 
     hits = sorted((h for f in shard_folders for h in json.loads((f / "decontam_dropped.json").read_text())),
@@ -184,7 +182,7 @@ def decontam_report(shard_folders: Sequence[Path]) -> tuple[list[dict[str, Any]]
     rows = ordinals - np.searchsorted(lines, ordinals)
     report = [{"row": int(r), "benchmark": h["benchmark"], "ngram": h["ngram"], "field": h["field"]}
               for r, h in zip(rows, hits)]
-    return report, hits
+    return report
 
 
 def write_clean(shard_folders: Sequence[Path], removed: pa.Table, schema: pa.Schema, root: Path, asset: str, *,
@@ -195,7 +193,7 @@ def write_clean(shard_folders: Sequence[Path], removed: pa.Table, schema: pa.Sch
     from curation.dedup import DROPPED_SCHEMA
     from curation.versioning import write_versioned_batches
 
-    report, _ = decontam_report(shard_folders)
+    report = decontam_report(shard_folders)
     account = RowAccount(valid_rows)
     account.drop_all([h["benchmark"] for h in report], prefix="contaminated:")
     account.drop_all(removed.column("reason").to_pylist())

@@ -84,7 +84,7 @@ def _sharded(path: Path, shards: int, index: BenchmarkIndex, params: DedupParams
     batches = list(assemble([f / "data.parquet" for f in folders], removed, batch_rows=64))
     table = pa.Table.from_batches(batches, schema=DOMAIN_SCHEMAS["chat"])
     quarantine = pa.concat_tables([pq.read_table(f / "quarantine.parquet") for f in folders]).sort_by("line").drop_columns([ORDINAL])
-    report, _ = decontam_report(folders)
+    report = decontam_report(folders)
     return table, removed, quarantine, [r["row"] for r in report]
 
 
