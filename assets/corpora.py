@@ -13,12 +13,10 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import (
-    BENCHMARKS, CHECKPOINTS, CORPORA, CURATED, SOURCES, WorkTimer, data_root, dataset_metadata, key,
-    upstream_path, upstream_ref,
-)
+from assets.common import BENCHMARKS, CHECKPOINTS, CORPORA, CURATED, SOURCES, WorkTimer, dataset_metadata, key
 from assets.generations import source_table_key
 from assets.shards import execution_metadata, sharded_clean_asset
+from assets.store import CascadeStore
 from spec.hashing import code_version
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
@@ -55,14 +53,15 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
               metadata=execution_metadata(recipe, recipe.source(name)),
               description=f"{name}: rows sharing a {recipe.curation.decontam.ngram}-gram with any benchmark "
                           "removed, then exact and MinHash near-duplicates removed.")
-    def clean(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        from curation.decontam import BenchmarkIndex, decontaminate_table
-        from curation.dedup import DedupParams, dedup
+    def clean(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
+        from curation.decontam import decontaminate_table
+        from curation.decontam_index import BenchmarkIndex
+        from curation.dedup import dedup
+        from curation.dedup_params import DedupParams
         from curation.accounting import RowAccount
-        from curation.versioning import write_versioned
 
-        raw = read_data(upstream_path(context, raw_key))
-        benches = {b: read_data(upstream_path(context, k)) for b, k in bench_keys.items()}
+        raw = read_data(store.upstream_path(context, raw_key))
+        benches = {b: read_data(store.upstream_path(context, k)) for b, k in bench_keys.items()}
         with timer.measure(context.asset_key.to_user_string()):
             index = BenchmarkIndex.build(benches, n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
@@ -72,9 +71,9 @@ def _clean_asset(recipe: Recipe, name: str, timer: WorkTimer) -> dg.AssetsDefini
             params = DedupParams.from_dict(recipe.curation.dedup.model_dump())
             result = dedup([kept], params, fields=params.fields_for(recipe.source(name).domain))
             account.drop_all(result.dropped_counts(0))
-            out = write_versioned(
-                result.tables[0], data_root(), f"clean_{name}", rows_in=account.rows_in, dropped=account.dropped,
-                inputs=[upstream_ref(context, raw_key), *[upstream_ref(context, k) for k in bench_keys.values()]],
+            out = store.write_dataset(
+                result.tables[0], f"clean_{name}", rows_in=account.rows_in, dropped=account.dropped,
+                inputs=[store.upstream_ref(context, k) for k in [raw_key, *bench_keys.values()]],
                 code_version=code_version(CURATION_CODE, config), config=config,
                 extra_files={"decontam_dropped.json": [h.as_report() | {"field": h.field} for h in hits],
                              "dedup_dropped.parquet": result.dropped},
@@ -93,19 +92,18 @@ def _sft_data_asset(recipe: Recipe, stage: SFTStageSpec, timer: WorkTimer) -> dg
               code_version=code_version(CURATION_CODE, config), kinds={"parquet"},
               description=f"SFT corpus of {stage.name!r}: ChatML rows (think and no-think), upsampled per domain, "
                           f"capped at {stage.max_tokens} policy tokens.")
-    def sft_data(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def sft_data(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         from curation.blends import BlendConfig, blend_sft
-        from curation.versioning import write_versioned
 
-        tables = {s: (recipe.source(s).domain, read_data(upstream_path(context, k))) for s, k in clean_keys.items()}
+        tables = {s: (recipe.source(s).domain, read_data(store.upstream_path(context, k))) for s, k in clean_keys.items()}
         with timer.measure(context.asset_key.to_user_string()):
             caps = {s: recipe.source(s).max_responses_per_prompt for s in stage.sources
                     if recipe.generation(s) is None and recipe.source(s).max_responses_per_prompt}
             blend = blend_sft(tables, BlendConfig.from_recipe(stage, recipe.curation.swe, recipe.seed, caps),
-                              count_tokens=token_counter(upstream_path(context, base_key)))
-            out = write_versioned(
-                blend.table, data_root(), f"{stage.name}_data", rows_in=blend.rows_in, dropped=blend.dropped,
-                inputs=[upstream_ref(context, k) for k in clean_keys.values()],
+                              count_tokens=token_counter(store.upstream_path(context, base_key)))
+            out = store.write_dataset(
+                blend.table, f"{stage.name}_data", rows_in=blend.rows_in, dropped=blend.dropped,
+                inputs=[store.upstream_ref(context, k) for k in clean_keys.values()],
                 code_version=code_version(CURATION_CODE, config), config=config)
         return _materialize(out, blend.table)
 
@@ -120,11 +118,11 @@ def _rm_data_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
     @dg.asset(key=key(CORPORA, f"{spec.name}_data"), deps=clean_keys, group_name=CORPORA,
               code_version=code_version(CURATION_CODE, spec.sources), kinds={"parquet"},
               description="Preference pairs (prompt, chosen, rejected) the reward model is trained on.")
-    def rm_data(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        from curation.dedup import DedupParams, dedup
-        from curation.versioning import write_versioned
+    def rm_data(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
+        from curation.dedup import dedup
+        from curation.dedup_params import DedupParams
 
-        tables = [read_data(upstream_path(context, k)) for k in clean_keys]
+        tables = [read_data(store.upstream_path(context, k)) for k in clean_keys]
         with timer.measure(context.asset_key.to_user_string()):
             params = DedupParams.from_dict(recipe.curation.dedup.model_dump())
             result = dedup(tables, params, fields=params.fields_for("preference"))
@@ -133,9 +131,10 @@ def _rm_data_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
             for i in range(len(tables)):
                 for reason, n in result.dropped_counts(i).items():
                     dropped[reason] = dropped.get(reason, 0) + n
-            out = write_versioned(table, data_root(), f"{spec.name}_data", rows_in=sum(t.num_rows for t in tables),
-                                  dropped=dropped, inputs=[upstream_ref(context, k) for k in clean_keys],
-                                  code_version=code_version(CURATION_CODE, spec.sources), config={"sources": spec.sources})
+            out = store.write_dataset(table, f"{spec.name}_data", rows_in=sum(t.num_rows for t in tables),
+                                      dropped=dropped, inputs=[store.upstream_ref(context, k) for k in clean_keys],
+                                      code_version=code_version(CURATION_CODE, spec.sources),
+                                      config={"sources": spec.sources})
         return _materialize(out, table)
 
     return rm_data
@@ -152,19 +151,18 @@ def _rl_prompts_asset(recipe: Recipe, stage: RLStageSpec, earlier: list[str], ti
               group_name=CORPORA, code_version=code_version(CURATION_CODE, config), kinds={"parquet"},
               description=f"RL prompts of {stage.name!r} ({stage.kind}) with the columns its verifier needs; "
                           "disjoint from every SFT corpus and earlier RL stage.")
-    def rl_prompts(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def rl_prompts(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         from curation.prompts import PromptSetConfig, rl_prompt_set
-        from curation.versioning import write_versioned
 
-        tables = {s: (recipe.source(s).domain, read_data(upstream_path(context, k))) for s, k in clean_keys.items()}
-        exclude_sft = [read_data(upstream_path(context, k)) for k in sft_keys]
-        exclude_rl = {e: read_data(upstream_path(context, k)) for e, k in zip(earlier, earlier_keys)}
+        tables = {s: (recipe.source(s).domain, read_data(store.upstream_path(context, k))) for s, k in clean_keys.items()}
+        exclude_sft = [read_data(store.upstream_path(context, k)) for k in sft_keys]
+        exclude_rl = {e: read_data(store.upstream_path(context, k)) for e, k in zip(earlier, earlier_keys)}
         with timer.measure(context.asset_key.to_user_string()):
             result = rl_prompt_set(tables, PromptSetConfig.from_recipe(stage, recipe.curation.swe, recipe.seed),
                                    exclude_sft=exclude_sft, exclude_rl=exclude_rl)
-            out = write_versioned(
-                result.table, data_root(), f"{stage.name}_prompts", rows_in=result.rows_in, dropped=result.dropped,
-                inputs=[upstream_ref(context, k) for k in [*clean_keys.values(), *sft_keys, *earlier_keys]],
+            out = store.write_dataset(
+                result.table, f"{stage.name}_prompts", rows_in=result.rows_in, dropped=result.dropped,
+                inputs=[store.upstream_ref(context, k) for k in [*clean_keys.values(), *sft_keys, *earlier_keys]],
                 code_version=code_version(CURATION_CODE, config), config=config)
         return _materialize(out, result.table)
 

@@ -22,18 +22,16 @@ from typing import Any, Callable
 import dagster as dg
 
 from assets.checkpoints import checkpoint_chain
-from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, cascade_home, key, upstream_path, upstream_ref
+from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, key
 from assets.plots import domain_panels_markdown, matrix_markdown
 from assets.publish import kill_point, publish, set_aside, temp_folder
+from assets.store import CascadeStore, Context
 from spec.hashing import code_hash, stable_hash
 from spec.kinds import eval_reward_for, kind_for_eval_domain, stage_kind
 from spec.lineage import make_record, write_record
 from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
 from spec.paths import portable_path
 from spec.recipe import Recipe
-
-def eval_root() -> Path:
-    return cascade_home() / "evals"
 
 
 def _interval(c: dict[str, Any]) -> str:
@@ -74,7 +72,7 @@ def eval_plan(recipe: Recipe) -> dict[str, list[str]]:
     return plan
 
 
-def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str | None,
+def _eval_sets(context: Context, store: CascadeStore, recipe: Recipe, rm_path: str | None,
                domains: list[str]) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
@@ -91,7 +89,7 @@ def _eval_sets(context: dg.AssetExecutionContext, recipe: Recipe, rm_path: str |
         needs_rm = needs_reward_model(reward)
         if needs_rm and not rm_path:
             continue
-        table = pq.read_table(upstream_path(context, key(BENCHMARKS, f"bench_{bench.name}")) / "data.parquet")
+        table = pq.read_table(store.upstream_path(context, key(BENCHMARKS, f"bench_{bench.name}")) / "data.parquet")
         if bench.eval_limit:
             if table.num_rows < bench.eval_limit:  # evaluate what there is, and say so
                 context.log.warning(f"eval set {bench.name}: {table.num_rows} rows, fewer than eval_limit "
@@ -134,17 +132,18 @@ def eval_input_keys(recipe: Recipe, stage: str) -> list[dg.AssetKey]:
     return keys + ([key(CHECKPOINTS, recipe.reward_model.name)] if recipe.reward_model else [])
 
 
-def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = None) -> tuple[str, Path, dict]:
+def ensure_eval(context: Context, store: CascadeStore, recipe: Recipe, stage: str,
+                timer: WorkTimer | None = None) -> tuple[str, Path, dict]:
     """Evaluate a checkpoint once: the report is stored under a version that hashes the
     checkpoint, eval sets, reward model and eval config, and reused by whoever asks next
     (the eval asset and the no-forgetting check share it)."""
-    refs = [upstream_ref(context, k) for k in eval_input_keys(recipe, stage)]
+    refs = [store.upstream_ref(context, k) for k in eval_input_keys(recipe, stage)]
     config = eval_config(recipe)
     code = eval_code_version(recipe)
     domains = eval_plan(recipe).get(stage, [])
     version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code,
                            **({"domains": domains} if recipe.evals.scope != "all" else {})})
-    out = eval_root() / stage / version
+    out = store.eval_root() / stage / version
     report = _read_eval(out)
     if report is not None and (problems := verify_record(out)):  # edited or damaged: kept aside, evaluated again
         context.log.warning(f"{'; '.join(problems)}: set aside as {set_aside_unverified(out)}")
@@ -157,7 +156,7 @@ def ensure_eval(context, recipe: Recipe, stage: str, timer: WorkTimer | None = N
 
         rm_path = refs[-1]["path"] if recipe.reward_model else None
         with (timer or WorkTimer()).measure(f"evaluate {stage}"):
-            raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, recipe, rm_path, domains),
+            raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, store, recipe, rm_path, domains),
                                       modes=tuple(recipe.evals.modes), max_new_tokens=recipe.evals.max_new_tokens,
                                       seed=recipe.seed, engine=recipe.evals.engine,
                                       batch_size=recipe.evals.batch_size, dtype=recipe.evals.dtype)
@@ -208,8 +207,8 @@ def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefini
     @dg.asset(key=key(EVALS, f"eval_{stage}"), deps=eval_input_keys(recipe, stage),
               group_name=EVALS, code_version=eval_code_version(recipe) + stable_hash(eval_config(recipe), 8),
               kinds={"json"}, description=f"Held-out scores of {stage!r} on every domain, in /think and /no_think modes.")
-    def evaluation(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        version, out, report = ensure_eval(context, recipe, stage, timer)
+    def evaluation(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
+        version, out, report = ensure_eval(context, store, recipe, stage, timer)
         table = scores_markdown(report)
         summary = {d: {m: {k: v for k, v in c.items() if k != "rows"} for m, c in by.items()} for d, by in report.items()}
         return dg.MaterializeResult(
@@ -264,12 +263,12 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) 
               code_version=code_hash("assets"),
               description="Domains × checkpoints with 95% intervals, each stage's own-domain gain with its "
                           "p-value, every gate's verdict and margin, training-curve summaries (the cascade report).")
-    def forgetting_matrix(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def forgetting_matrix(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         from trainer.cascade_report import render_markdown
 
         def path_of(k: dg.AssetKey) -> Path | None:
             try:
-                return upstream_path(context, k)
+                return store.upstream_path(context, k)
             except dg.Failure:
                 return None
 
@@ -277,7 +276,7 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) 
         domains = report["domains"]
         scores = {s: {d: c["score"] for d, c in report["matrix"][s].items() if c} for s in stages}
         version = stable_hash(report)
-        final = eval_root() / "forgetting_matrix" / version
+        final = store.eval_root() / "forgetting_matrix" / version
         out = temp_folder(final)  # written whole, then renamed over nothing (the version is its content)
         (out / "forgetting.json").write_text(json.dumps({"domains": domains, "checkpoints": stages, "scores": scores}, indent=2))
         (out / "forgetting.md").write_text(matrix_markdown(domains, stages, scores) + "\n")
@@ -285,7 +284,7 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) 
         markdown = render_markdown(report)
         (out / "report.md").write_text(markdown + "\n")
         write_record(out, make_record("forgetting_matrix", version, final, code_hash("assets"),
-                                      [upstream_ref(context, k) for k in eval_keys if path_of(k)], kind="eval"))
+                                      [store.upstream_ref(context, k) for k in eval_keys if path_of(k)], kind="eval"))
         out = publish(out, final)
         return dg.MaterializeResult(
             data_version=dg.DataVersion(version),
@@ -296,8 +295,9 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) 
     return forgetting_matrix
 
 
-def _load_evals(context, stages: list[str]) -> dict[str, dict[str, Any]]:
-    return {s: json.loads((upstream_path(context, key(EVALS, f"eval_{s}")) / "eval.json").read_text()) for s in stages}
+def _load_evals(context: Context, store: CascadeStore, stages: list[str]) -> dict[str, dict[str, Any]]:
+    return {s: json.loads((store.upstream_path(context, key(EVALS, f"eval_{s}")) / "eval.json").read_text())
+            for s in stages}
 
 
 def _no_forgetting_check(recipe: Recipe, stage: str, earlier_stages: list[str], earlier_domains: list[str],
@@ -311,11 +311,11 @@ def _no_forgetting_check(recipe: Recipe, stage: str, earlier_stages: list[str], 
                                      *eval_input_keys(recipe, stage)[1:]],
                     description=f"No earlier domain ({', '.join(earlier_domains) or 'none'}) drops below the best "
                                 f"earlier checkpoint by more than {tol} points with paired p < {alpha}.")
-    def no_forgetting(context) -> dg.AssetCheckResult:
+    def no_forgetting(context: dg.AssetCheckExecutionContext, store: CascadeStore) -> dg.AssetCheckResult:
         from trainer.gates import forgetting_gate, forgetting_severity, forgetting_status
 
-        _, _, child = ensure_eval(context, recipe, stage, timer)
-        passed, rows = forgetting_gate(child, _load_evals(context, earlier_stages), earlier_domains, tol, alpha)
+        _, _, child = ensure_eval(context, store, recipe, stage, timer)
+        passed, rows = forgetting_gate(child, _load_evals(context, store, earlier_stages), earlier_domains, tol, alpha)
         margins = [r["margin"] for r in rows if "margin" in r]
         status = forgetting_status(rows)  # a missing cell fails it too (trainer.gates)
         severity = dg.AssetCheckSeverity[forgetting_severity(status, recipe.evals.blocking)]
@@ -335,11 +335,11 @@ def _learned_check(recipe: Recipe, stage: str, parent: str, domains: list[str],
                     additional_deps=[key(EVALS, f"eval_{parent}"), *eval_input_keys(recipe, stage)[1:]],
                     description=f"{stage} raises {what} over {parent}: paired test, p < {alpha}"
                                 f" ({'blocking' if blocking else 'warns'}).")
-    def learned(context) -> dg.AssetCheckResult:
+    def learned(context: dg.AssetCheckExecutionContext, store: CascadeStore) -> dg.AssetCheckResult:
         from trainer.gates import combined_verdict, learned_gates
 
-        _, _, child = ensure_eval(context, recipe, stage, timer)
-        passed, gates = learned_gates(_load_evals(context, [parent])[parent], child, domains, alpha)
+        _, _, child = ensure_eval(context, store, recipe, stage, timer)
+        passed, gates = learned_gates(_load_evals(context, store, [parent])[parent], child, domains, alpha)
         if len(gates) == 1:  # one own domain: the verdict and its numbers, as before
             g = gates[0]
             numbers = {k: g[k] for k in ("gain", "gain_lo", "gain_hi", "p_value") if k in g}
@@ -360,10 +360,10 @@ def _training_signal_check(recipe: Recipe, stage: str) -> dg.AssetChecksDefiniti
                     blocking=recipe.evals.training_signal_blocking,
                     description="The stage could learn: rewards had variance, the grad norm was not 0 on every "
                                 "step, the loss moved, RL log-probs matched the sampler's (from its metrics.parquet).")
-    def training_signal_check(context) -> dg.AssetCheckResult:
+    def training_signal_check(context: dg.AssetCheckExecutionContext, store: CascadeStore) -> dg.AssetCheckResult:
         from trainer.gates import curve_summary, training_signal
 
-        rows = _read_metrics(upstream_path(context, key(CHECKPOINTS, stage))) or []
+        rows = _read_metrics(store.upstream_path(context, key(CHECKPOINTS, stage))) or []
         passed, problems = training_signal(rows, max_logprob_diff=recipe.evals.training_signal_max_logprob_diff)
         return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata={
             "problems": dg.MetadataValue.json(problems), "steps": len(rows),

@@ -2,7 +2,7 @@
 
 One asset per `generations:` entry of the recipe (spec.generation). It prompts the curated
 (decontaminated, deduplicated) rows of its input source through the generation engine and the
-generation cache (generation.pipeline), then filters: rejection sampling into SFT rows, pass-rate
+generation cache (generation.runner), then filters: rejection sampling into SFT rows, pass-rate
 filtering of RL prompts, or SWE patch sampling (generation.filters). Stages list it in their
 `sources:` like a source.
 
@@ -33,8 +33,9 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from assets.common import CHECKPOINTS, CURATED, WorkTimer, data_root, dataset_metadata, key, upstream_ref
+from assets.common import CHECKPOINTS, CURATED, WorkTimer, dataset_metadata, key
 from assets.publish import kill_point
+from assets.store import CascadeStore
 from spec.generation import GenerationSpec
 from spec.hashing import code_version
 from spec.lineage import input_ref
@@ -63,15 +64,6 @@ def generation_key(name: str) -> dg.AssetKey:
 def source_table_key(recipe: Recipe, name: str) -> dg.AssetKey:
     """The asset a stage reads for one of its `sources:`: a generation's output or a curated source."""
     return generation_key(name) if recipe.generation(name) else key(CURATED, f"clean_{name}")
-
-
-def _engine(gen: GenerationSpec, model_path: str) -> Any:
-    from generation.engine import build_engine
-
-    if gen.engine.name == "openai":
-        endpoints = {"base_urls": gen.engine.base_urls} if gen.engine.base_urls else {"base_url": gen.engine.base_url}
-        return build_engine("openai", gen.model, api_key_env=gen.engine.api_key_env, **endpoints, **gen.engine.options)
-    return build_engine(gen.engine.name, model_path, **gen.engine.options)
 
 
 def _filter(gen: GenerationSpec, domain: str, records: Any, verifier: Any, schema: Any, stats: Any) -> Any:
@@ -146,31 +138,32 @@ def _input_rows(path: str | Path, gen: GenerationSpec) -> Any:
     return rows.slice(0, gen.limit) if gen.limit else rows
 
 
-def _read_inputs(context: dg.OpExecutionContext, plan: _Plan) -> _Inputs:
+def _read_inputs(context: dg.OpExecutionContext, plan: _Plan, store: CascadeStore) -> _Inputs:
+    from generation.runner import served_version
     from trainer.models import model_folder
 
     gen = plan.gen
-    source = upstream_ref(context, plan.input_key)
+    source = store.upstream_ref(context, plan.input_key)
     if plan.teacher_key is not None:
-        teacher_ref = upstream_ref(context, plan.teacher_key)
+        teacher_ref = store.upstream_ref(context, plan.teacher_key)
         model_path, model_version = teacher_ref["path"], teacher_ref["data_version"]
     elif gen.engine.name == "openai":
-        model_path, model_version = str(gen.model), f"served:{gen.model}"
+        model_path, model_version = str(gen.model), served_version(str(gen.model))
         teacher_ref = input_ref(f"model/{gen.model}", model_version, ",".join(gen.engine.urls))
     else:
-        name = gen.model if gen.model in ("tiny", "smollm2") else str(plan.recipe.resolve(str(gen.model)))
-        folder, model_version = model_folder(name)
+        # a relative folder resolves against the recipe's folder, as every path of a recipe
+        folder, model_version = model_folder(str(gen.model), home=store.root(), relative_to=plan.recipe.resolve("."))
         model_path, teacher_ref = str(folder), input_ref(f"model/{gen.model}", model_version, folder)
     return _Inputs(_input_rows(source["path"], gen), source, model_path, model_version, teacher_ref)
 
 
 @contextmanager
-def _records(context: dg.OpExecutionContext, plan: _Plan, inputs: _Inputs, rows: Any, cache: Any, stats: Any,
-             label: str) -> Iterator[Iterator[Any]]:
-    """The record stream of `rows` (generation.pipeline.generate_rows), the engine open while it is read."""
-    from generation.engine import Sampling
-    from generation.pipeline import generate_rows
+def _records(context: dg.OpExecutionContext, plan: _Plan, store: CascadeStore, inputs: _Inputs, rows: Any,
+             stats: Any, label: str) -> Iterator[Iterator[Any]]:
+    """The record stream of `rows` (generation.runner), the cache (the home's) and the engine open while it is read."""
+    from generation.cache import default_cache_location
     from generation.progress import LogProgress
+    from generation.runner import GenerationJob, run_generation
 
     gen = plan.gen
     report = LogProgress(context.log, every_s=20, prefix=f"generate {label}: ")
@@ -180,21 +173,21 @@ def _records(context: dg.OpExecutionContext, plan: _Plan, inputs: _Inputs, rows:
         if not state.final:
             kill_point("generation_batch", label)  # tests only (module doc)
 
-    engine = _engine(gen, inputs.model_path)
-    try:
-        yield generate_rows(engine, inputs.model_version, rows, gen.modes, gen.samples, Sampling(**gen.sampling.model_dump()),
-                            cache, progress=progress, stats=stats, batch_size=gen.batch_rows)
-    finally:
-        engine.close()
+    job = GenerationJob.from_spec(gen, inputs.model_path, inputs.model_version)
+    with run_generation(job, rows, default_cache_location(store.root()), progress=progress, stats=stats) as run:
+        yield run.records
 
 
-def _filter_and_write(plan: _Plan, records: Any, stats: Any, schema: Any, inputs: list[dict[str, Any]]) -> tuple[Any, Any]:
+def _filter_and_write(plan: _Plan, store: CascadeStore, records: Any, stats: Any, schema: Any,
+                      inputs: list[dict[str, Any]]) -> tuple[Any, Any]:
     """Filter the record stream (verifying where the use needs it) and write the versioned output."""
-    from curation.versioning import write_versioned
     from generation.filters import Verifier
+    from rewards.cache import DEFAULT_CACHE_FILE
+    from spec.storage import cache_url
 
     gen = plan.gen
-    verifier = (Verifier.from_registry(gen.verify.name, gen.threshold, reward_cache=None, **gen.verify.options)
+    scores = cache_url() or store.root() / DEFAULT_CACHE_FILE  # the reward cache's default place, in the store's home
+    verifier = (Verifier.from_registry(gen.verify.name, gen.threshold, reward_cache=scores, **gen.verify.options)
                 if gen.verify else None)
     try:
         result = _filter(gen, plan.domain, records, verifier, schema, stats)
@@ -203,9 +196,9 @@ def _filter_and_write(plan: _Plan, records: Any, stats: Any, schema: Any, inputs
             verifier.close()
     if verifier is not None:
         inputs = [*inputs, input_ref(f"reward/{gen.verify.name}", verifier.version, "rewards")]
-    out = write_versioned(result.table, data_root(), gen.name, rows_in=result.items_in, dropped=result.dropped,
-                          inputs=inputs, code_version=plan.code, config=plan.config,
-                          extra_files={"generation.json": result.summary()})
+    out = store.write_dataset(result.table, gen.name, rows_in=result.items_in, dropped=result.dropped,
+                              inputs=inputs, code_version=plan.code, config=plan.config,
+                              extra_files={"generation.json": result.summary()})
     return out, result
 
 
@@ -222,15 +215,14 @@ def _generation_asset(plan: _Plan, timer: WorkTimer) -> dg.AssetsDefinition:
 
     @dg.asset(key=generation_key(gen.name), deps=plan.deps, group_name=GENERATIONS, code_version=plan.code,
               kinds={"parquet"}, description=plan.description)
-    def generation(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        from generation.cache import GenerationCache
+    def generation(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         from generation.pipeline import GenerationStats
 
-        inputs = _read_inputs(context, plan)
+        inputs = _read_inputs(context, plan, store)
         stats = GenerationStats()
-        with timer.measure(context.asset_key.to_user_string()), GenerationCache() as cache:
-            with _records(context, plan, inputs, inputs.rows, cache, stats, gen.name) as records:
-                out, result = _filter_and_write(plan, records, stats, inputs.rows.schema,
+        with timer.measure(context.asset_key.to_user_string()):
+            with _records(context, plan, store, inputs, inputs.rows, stats, gen.name) as records:
+                out, result = _filter_and_write(plan, store, records, stats, inputs.rows.schema,
                                                 [inputs.input_ref, inputs.teacher_ref])
         return dg.MaterializeResult(data_version=dg.DataVersion(out.data_version), metadata=_metadata(plan, out, result))
 
@@ -244,22 +236,20 @@ def _shard_op(plan: _Plan, k: int, timer: WorkTimer) -> dg.OpDefinition:
            out=dg.Out(dict),
            description=f"Shard {k}/{gen.shards} of generation {gen.name!r}: its rows prompted through the "
                        "generation cache, the samples written as a versioned shard dataset.")
-    def _shard(context: dg.OpExecutionContext) -> dict:
-        from curation.versioning import write_versioned
-        from generation.cache import GenerationCache
+    def _shard(context: dg.OpExecutionContext, store: CascadeStore) -> dict:
         from generation.pipeline import GenerationStats
         from generation.shards import records_table, shard_rows
 
-        inputs = _read_inputs(context, plan)
+        inputs = _read_inputs(context, plan, store)
         rows, positions = shard_rows(inputs.rows, k, gen.shards)
         stats = GenerationStats()
-        with timer.measure(f"generations/{gen.name} shard {k}/{gen.shards}"), GenerationCache() as cache:
-            with _records(context, plan, inputs, rows, cache, stats, f"{gen.name}_shard_{k}") as records:
+        with timer.measure(f"generations/{gen.name} shard {k}/{gen.shards}"):
+            with _records(context, plan, store, inputs, rows, stats, f"{gen.name}_shard_{k}") as records:
                 table = records_table(records, positions)
-            out = write_versioned(table, data_root(), f"{gen.name}_shards/{k}", rows_in=table.num_rows, dropped={},
-                                  inputs=[inputs.input_ref, inputs.teacher_ref], code_version=plan.code,
-                                  config={**plan.config, "shard": k, "shards": gen.shards},
-                                  extra_files={"generation.json": stats.as_dict()})
+            out = store.write_dataset(table, f"{gen.name}_shards/{k}", rows_in=table.num_rows, dropped={},
+                                      inputs=[inputs.input_ref, inputs.teacher_ref], code_version=plan.code,
+                                      config={**plan.config, "shard": k, "shards": gen.shards},
+                                      extra_files={"generation.json": stats.as_dict()})
         return {"path": str(out.folder), "data_version": out.data_version, "input": inputs.input_ref,
                 "teacher": inputs.teacher_ref, "model_version": inputs.model_version, "rows": rows.num_rows,
                 "stats": dataclasses.asdict(stats)}
@@ -272,7 +262,7 @@ def _merge_op(plan: _Plan, timer: WorkTimer) -> dg.OpDefinition:
 
     @dg.op(name=f"generation_{gen.name}_merge", ins={f"shard_{k}": dg.In(dict) for k in range(gen.shards)},
            description=f"The {gen.shards} shards of generation {gen.name!r} in input order, filtered as unsharded.")
-    def _merge(context: dg.OpExecutionContext, **shards: dict) -> dg.Output:
+    def _merge(context: dg.OpExecutionContext, store: CascadeStore, **shards: dict) -> dg.Output:
         import pyarrow.parquet as pq
 
         from generation.shards import merged_records, merged_stats
@@ -287,8 +277,9 @@ def _merge_op(plan: _Plan, timer: WorkTimer) -> dg.OpDefinition:
         streams = [pq.ParquetFile(Path(p["path"]) / "data.parquet").iter_batches(batch_size=4096) for p in parts]
         shard_inputs = [input_ref(f"{gen.name}_shards/{k}", p["data_version"], p["path"]) for k, p in enumerate(parts)]
         with timer.measure(f"generations/{gen.name} merge of {gen.shards} shards"):
-            out, result = _filter_and_write(plan, merged_records(rows, streams), merged_stats(p["stats"] for p in parts),
-                                            rows.schema, [parts[0]["input"], parts[0]["teacher"], *shard_inputs])
+            out, result = _filter_and_write(plan, store, merged_records(rows, streams),
+                                            merged_stats(p["stats"] for p in parts), rows.schema,
+                                            [parts[0]["input"], parts[0]["teacher"], *shard_inputs])
         meta = _metadata(plan, out, result) | {"shard_versions": dg.MetadataValue.json(
             {str(k): p["data_version"] for k, p in enumerate(parts)}), "shard_rows": dg.MetadataValue.json(
             {str(k): p["rows"] for k, p in enumerate(parts)})}

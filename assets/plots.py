@@ -47,21 +47,6 @@ def matrix_markdown(domains: list[str], checkpoints: list[str], scores: dict[str
     return "\n".join([head, sep, *rows])
 
 
-def matrix_plot_markdown(domains: list[str], checkpoints: list[str], scores: dict[str, dict[str, float | None]]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(1.2 * len(checkpoints) + 2, 3))
-    for d in domains:
-        ax.plot(checkpoints, [scores.get(c, {}).get(d) for c in checkpoints], marker="o", label=d)
-    ax.set_ylabel("score (points)")
-    ax.legend(fontsize=7, loc="best")
-    ax.tick_params(axis="x", labelrotation=30)
-    return _png_markdown(fig, "forgetting matrix")
-
-
 def domain_panels_markdown(report: dict[str, Any]) -> str | None:
     """One panel per domain (each its own y-scale: the reward model's score and 0–100 pass rates
     do not share an axis): score per checkpoint with its 95% interval as error bars."""

@@ -28,8 +28,9 @@ from typing import Any
 
 import dagster as dg
 
-from assets.common import BENCHMARKS, CURATED, SOURCES, WorkTimer, data_root, dataset_metadata, key, upstream_ref
+from assets.common import BENCHMARKS, CURATED, SOURCES, WorkTimer, dataset_metadata, key
 from assets.sources import CURATION_CODE, ensure_file, file_asset_name, read_versioned
+from assets.store import CascadeStore
 from spec.data import SourceSpec
 from spec.hashing import code_version
 from spec.recipe import Recipe
@@ -120,16 +121,14 @@ def _shard_op(recipe: Recipe, spec: SourceSpec, k: int, deps: int, timer: WorkTi
     @dg.op(name=f"clean_{spec.name}_shard_{k}", ins={f"dep_{i}": dg.In(dg.Nothing) for i in range(deps)},
            out=dg.Out(dict),
            description=f"Shard {k}/{spec.shards} of {spec.name!r}: read, quarantine, decontaminate, dedup keys.")
-    def _shard(context: dg.OpExecutionContext) -> dict:
+    def _shard(context: dg.OpExecutionContext, store: CascadeStore) -> dict:
         import pyarrow.parquet as pq
 
-        from assets.common import upstream_path
-        from curation.decontam import BenchmarkIndex
+        from curation.decontam_index import BenchmarkIndex
         from curation.shards import ORDINAL, ROW_GROUP_ROWS, curate_shard
-        from curation.versioning import write_versioned
 
         path = ensure_file(recipe, spec)
-        benches = {b: pq.read_table(upstream_path(context, bk) / "data.parquet") for b, bk in bench_keys.items()}
+        benches = {b: pq.read_table(store.upstream_path(context, bk) / "data.parquet") for b, bk in bench_keys.items()}
         with timer.measure(f"curated/clean_{spec.name} shard {k}/{spec.shards}"):
             index = BenchmarkIndex.build(benches, n=recipe.curation.decontam.ngram,
                                          fields={b.name: b.fields for b in recipe.benchmarks})
@@ -137,11 +136,11 @@ def _shard_op(recipe: Recipe, spec: SourceSpec, k: int, deps: int, timer: WorkTi
                 path, spec.model_dump(), spec.domain, k, spec.shards, index, recipe.curation.decontam.fields_for,
                 _params(recipe), partitions=spec.shards))
             ordinals = shard.load.table.column(ORDINAL).to_pylist()
-            out = write_versioned(
-                shard.table, data_root(), f"clean_{spec.name}_shards/{k}", rows_in=shard.load.rows_in,
+            out = store.write_dataset(
+                shard.table, f"clean_{spec.name}_shards/{k}", rows_in=shard.load.rows_in,
                 dropped=shard.dropped, row_group_rows=ROW_GROUP_ROWS,
                 inputs=[{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)},
-                        *[upstream_ref(context, bk) for bk in bench_keys.values()]],
+                        *[store.upstream_ref(context, bk) for bk in bench_keys.values()]],
                 code_version=code_version(CURATION_CODE, config), config={**config, "shard": k, "shards": spec.shards},
                 extra_files={"quarantine.parquet": shard.load.quarantine,
                              **{f"keys_{j}.parquet": keys for j, keys in enumerate(shard.keys)},
@@ -159,13 +158,12 @@ def _dedup_op(recipe: Recipe, spec: SourceSpec, j: int, timer: WorkTimer) -> dg.
     @dg.op(name=f"clean_{spec.name}_dedup_{j}", ins={f"shard_{k}": dg.In(dict) for k in range(spec.shards)},
            out=dg.Out(dict), description=f"Key partition {j}/{spec.shards} of {spec.name!r}: candidate duplicate "
                                          "pairs, confirmed by exact text or exact Jaccard.")
-    def _dedup(context: dg.OpExecutionContext, **shards: dict) -> dict:
+    def _dedup(context: dg.OpExecutionContext, store: CascadeStore, **shards: dict) -> dict:
         from pathlib import Path
 
         import pyarrow.parquet as pq
 
         from curation.shards import ShardTexts, confirm_partition
-        from curation.versioning import write_versioned
 
         parts = [shards[f"shard_{k}"] for k in range(spec.shards)]
         params = _params(recipe)
@@ -174,9 +172,9 @@ def _dedup_op(recipe: Recipe, spec: SourceSpec, j: int, timer: WorkTimer) -> dg.
             texts = ShardTexts({k: Path(p["path"]) / "data.parquet" for k, p in enumerate(parts)},
                                params.fields_for(spec.domain))
             edges = confirm_partition(keys, texts, params)
-            out = write_versioned(edges, data_root(), f"clean_{spec.name}_edges/{j}", rows_in=edges.num_rows,
-                                  dropped={}, inputs=parts, code_version=code_version(CURATION_CODE, config),
-                                  config={**config, "partition": j, "partitions": spec.shards})
+            out = store.write_dataset(edges, f"clean_{spec.name}_edges/{j}", rows_in=edges.num_rows,
+                                      dropped={}, inputs=parts, code_version=code_version(CURATION_CODE, config),
+                                      config={**config, "partition": j, "partitions": spec.shards})
         return _version(out)
 
     return _dedup
@@ -188,20 +186,19 @@ def _cluster_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDefi
     @dg.op(name=f"clean_{spec.name}_cluster", ins={f"part_{j}": dg.In(dict) for j in range(spec.shards)},
            out=dg.Out(dict), description=f"Connected components of {spec.name!r}'s duplicate pairs: each keeps its "
                                          "earliest row.")
-    def _cluster(context: dg.OpExecutionContext, **parts: dict) -> dict:
+    def _cluster(context: dg.OpExecutionContext, store: CascadeStore, **parts: dict) -> dict:
         from pathlib import Path
 
         import pyarrow.parquet as pq
 
         from curation.dedup_stages import cluster
-        from curation.versioning import write_versioned
 
         edges = [parts[f"part_{j}"] for j in range(spec.shards)]
         with timer.measure(f"curated/clean_{spec.name} cluster"):
             removed = cluster([pq.read_table(Path(e["path"]) / "data.parquet") for e in edges])
-            out = write_versioned(removed, data_root(), f"clean_{spec.name}_removed", rows_in=removed.num_rows,
-                                  dropped={}, inputs=edges, code_version=code_version(CURATION_CODE, config),
-                                  config=config)
+            out = store.write_dataset(removed, f"clean_{spec.name}_removed", rows_in=removed.num_rows,
+                                      dropped={}, inputs=edges, code_version=code_version(CURATION_CODE, config),
+                                      config=config)
         return _version(out)
 
     return _cluster
@@ -213,7 +210,7 @@ def _assemble_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDef
     @dg.op(name=f"clean_{spec.name}_assemble",
            ins={"removed": dg.In(dict), **{f"shard_{k}": dg.In(dict) for k in range(spec.shards)}},
            description=f"The {spec.shards} shards of {spec.name!r} merged in source order without the removed rows.")
-    def _assemble(context: dg.OpExecutionContext, removed: dict, **shards: dict) -> dg.Output:
+    def _assemble(context: dg.OpExecutionContext, store: CascadeStore, removed: dict, **shards: dict) -> dg.Output:
         from pathlib import Path
 
         import pyarrow.parquet as pq
@@ -227,7 +224,7 @@ def _assemble_op(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.OpDef
                              f"{', '.join(p['source_version'] for p in parts)}); rerun when it is stable")
         with timer.measure(f"curated/clean_{spec.name} assemble of {spec.shards} shards"):
             out = write_clean([Path(p["path"]) for p in parts], pq.read_table(Path(removed["path"]) / "data.parquet"),
-                              DOMAIN_SCHEMAS[spec.domain], data_root(), f"clean_{spec.name}",
+                              DOMAIN_SCHEMAS[spec.domain], store.data_root(), f"clean_{spec.name}",
                               valid_rows=sum(p["valid"] for p in parts), inputs=[*parts, removed],
                               code_version=code_version(CURATION_CODE, config), config=config)
             preview = pq.ParquetFile(out.path).read_row_group(0).slice(0, 5).to_pylist() if out.record["rows_out"] else []

@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import dagster as dg
 
-from assets.common import BENCHMARKS, SOURCES, WorkTimer, data_root, dataset_metadata, key, preview_markdown
+from assets.common import BENCHMARKS, SOURCES, WorkTimer, dataset_metadata, key, preview_markdown
+from assets.store import CascadeStore
 from spec.consistent_read import FileChangedError, read_consistent
 from spec.hashing import code_version, file_digest
 from spec.data import BenchmarkSpec, SourceSpec
@@ -82,9 +83,8 @@ def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsD
         description=f"{spec.name}: rows mapped onto the canonical `{spec.domain}` schema; invalid rows quarantined with a reason.",
         kinds={"parquet"},
     )
-    def _raw(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def _raw(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         from curation.sources import load_source
-        from curation.versioning import write_versioned
 
         path = ensure_file(recipe, spec)
         with timer.measure(context.asset_key.to_user_string()):
@@ -92,8 +92,8 @@ def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsD
                 path, spec.format, spec.domain, spec.name,
                 columns=spec.columns or None, split=spec.split, limit=spec.limit, reader=spec.reader,
             ))
-            out = write_versioned(
-                result.table, data_root(), f"raw_{spec.name}",
+            out = store.write_dataset(
+                result.table, f"raw_{spec.name}",
                 rows_in=result.rows_in, dropped=result.dropped,
                 inputs=[{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)}],
                 code_version=code_version(CURATION_CODE, config), config=config,
@@ -142,9 +142,8 @@ def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> d
         ),
         kinds={"parquet"},
     )
-    def _bench(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def _bench(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         from curation.sources import load_benchmark
-        from curation.versioning import write_versioned
 
         path = ensure_file(recipe, spec) if spec.path else None
         with timer.measure(context.asset_key.to_user_string()):
@@ -156,8 +155,8 @@ def _benchmark_asset(recipe: Recipe, spec: BenchmarkSpec, timer: WorkTimer) -> d
             else:
                 table, digest = read_versioned(f"benchmark {spec.name!r}", path, load)
                 inputs = [{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)}]
-            out = write_versioned(
-                table, data_root(), f"bench_{spec.name}", rows_in=table.num_rows, dropped={},
+            out = store.write_dataset(
+                table, f"bench_{spec.name}", rows_in=table.num_rows, dropped={},
                 inputs=inputs, code_version=code_version(CURATION_CODE, config), config=config,
             )
         return _result(out, table)

@@ -54,7 +54,8 @@ def problems() -> list[dict]:
 
 
 def run_before(items: list[dict], workers: int) -> tuple[float, int]:
-    from sandboxes import SandboxJob, SandboxLimits, SandboxPool
+    from sandboxes.limits import SandboxLimits
+    from sandboxes.pool import SandboxJob, SandboxPool
 
     nonces = [secrets.token_hex(16) for _ in items]
     jobs = [SandboxJob(_BEFORE + f"\n_harness({p['code']!r}, {p['asserts']!r})\n", nonce, SandboxLimits(timeout_s=20))

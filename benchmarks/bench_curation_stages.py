@@ -82,7 +82,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     args = parser.parse_args()
 
-    from curation.decontam import BenchmarkIndex, decontaminate_table
+    from curation.decontam import decontaminate_table
+    from curation.decontam_index import BenchmarkIndex
     from curation.dedup_params import DedupParams, text_column
     from curation.dedup_stages import candidate_pairs, cluster, confirm_pairs, digests, row_keys
     from curation.shards import ORDINAL, ShardTexts, assemble, write_shard_rows

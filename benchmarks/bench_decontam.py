@@ -223,7 +223,8 @@ def compare_datatrove(path: Path, files: dict[str, Path]) -> None:
     """In-process, one core (arrow's pools at 1 thread, our workers at 1): CPU seconds."""
     import pyarrow as pa
 
-    from curation.decontam import BenchmarkIndex, decontaminate
+    from curation.decontam import decontaminate
+    from curation.decontam_index import BenchmarkIndex
 
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)

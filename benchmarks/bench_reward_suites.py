@@ -25,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    from sandboxes import sandbox_available
+    from sandboxes.core import sandbox_available
 
     rewards = build_rewards(args.workers)
     if not sandbox_available():

@@ -17,8 +17,10 @@ import subprocess
 import sys
 import time
 
-from sandboxes import SandboxJob, SandboxPool, run_python
-from sandboxes.core import _python_paths, SandboxLimits
+from sandboxes.command import _python_paths
+from sandboxes.core import run_python
+from sandboxes.limits import SandboxLimits
+from sandboxes.pool import SandboxJob, SandboxPool
 
 _WORK = "s = 0\nfor i in range(300000):\n    s += i * i\nprint(s)"
 

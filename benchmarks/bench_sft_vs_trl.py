@@ -50,13 +50,13 @@ def run_ours(args: argparse.Namespace, data: Path, out: Path) -> dict:
 
     from trainer.config import SFTConfig
     from trainer.models import ensure_base_model
-    from trainer.stage import run_sft
+    from trainer.stage import run_stage
 
     config = SFTConfig(policy=str(ensure_base_model()), dataset=str(data), output_dir=str(out),
                        max_steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, packing=True,
                        learning_rate=1e-5, warmup_ratio=0.0, lr_schedule="constant", seed=args.seed,
                        tensorboard=False)
-    rows = pq.read_table(run_sft(config).metrics_path).to_pylist()[1:]
+    rows = pq.read_table(run_stage(config).metrics_path).to_pylist()[1:]
     return {"tokens": [r["tokens"] for r in rows], "step_times_s": [r["step_time_s"] for r in rows]}
 
 

@@ -24,7 +24,7 @@ def _params():
 def _index(spec: dict):
     import pyarrow.parquet as pq
 
-    from curation.decontam import BenchmarkIndex
+    from curation.decontam_index import BenchmarkIndex
 
     benches = {b: pq.read_table(p) for b, p in spec["benches"].items()}
     return BenchmarkIndex.build(benches, n=NGRAM, fields={b: None for b in benches})
@@ -107,7 +107,7 @@ def step_inprocess(spec: dict) -> dict:
     from curation.decontam import decontaminate_table
     from curation.dedup import dedup
     from curation.sources import load_source
-    from curation.versioning import content_hash
+    from curation.content_hash import content_hash
 
     loaded = load_source(spec["corpus"], "auto", DOMAIN, SOURCE["name"])
     kept, _ = decontaminate_table(loaded.table, _index(spec), None)

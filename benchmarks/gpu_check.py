@@ -185,11 +185,11 @@ def part_grpo(args: argparse.Namespace, out: Path, which: str) -> dict:
 
     peak = args.peak_tflops or next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name(0)), 0.0)
     if which == "ours":
-        from trainer.stage import run_grpo
+        from trainer.stage import run_stage
 
         config = grpo_config(args, "deepspeed", "vllm", out)
         t0 = time.perf_counter()
-        result = run_grpo(config)
+        result = run_stage(config)
         rows = pq.read_table(result.metrics_path).to_pylist()
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer

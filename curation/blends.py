@@ -37,11 +37,12 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 
 from curation.accounting import RowAccount
-from curation.chat import DEFAULT_SYSTEM, MODES, sft_rows
+from curation.chat import MODES, sft_rows
 from curation.dedup_params import EXAMPLE_FIELDS
 from curation.schemas import SFT_SCHEMA, SourceTable
 from curation.swe import SweSplitConfig, split_swe, swe_chat_rows
 from curation.text import normalize
+from spec.train import DEFAULT_SYSTEM
 
 TokenCounter = Callable[[list[str]], list[int]]
 
@@ -97,11 +98,6 @@ class BlendResult:
 
 def _candidates(row: dict[str, Any], modes: Sequence[str]) -> int:
     return max(1, sum(1 for m in modes if row.get(f"{m}_response")))
-
-
-def tokenizer_counter(tokenizer: Any) -> TokenCounter:
-    """A `count_tokens` from a Hugging Face tokenizer (no special tokens added)."""
-    return lambda texts: [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
 
 
 def _final_content(messages_json: str) -> str:

@@ -89,7 +89,8 @@ def handler(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from curation.decontam import BenchmarkIndex, decontaminate, string_columns
+    from curation.decontam import decontaminate
+    from curation.decontam_index import BenchmarkIndex, string_columns
 
     if args.ngram < 1:
         raise ValueError("--ngram must be >= 1")

@@ -38,8 +38,7 @@ from curation.decontam_index import DEFAULT_NGRAM, BenchmarkIndex, string_column
 from curation.decontam_text import Words, column_chunks, ngram_hashes, prepare_column, words_of
 from curation.decontam_unicode import arrow_mask, ascii_maker_rows, kernel, numpy_of
 
-__all__ = ["DEFAULT_NGRAM", "BenchmarkIndex", "Contamination", "DecontBatch", "decontaminate", "decontaminate_table",
-           "reference_decontaminate", "string_columns"]
+__all__ = ["Contamination", "DecontBatch", "decontaminate", "decontaminate_table", "reference_decontaminate"]
 
 
 @dataclass(frozen=True)

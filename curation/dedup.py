@@ -22,12 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curation.dedup_params import DedupParams, NearDupParams, dedup_fields, text_column
+from curation.dedup_params import DedupParams, text_column
 from curation.dedup_stages import candidate_pairs, cluster, confirm_pairs, row_keys
-from curation.minhash import jaccard, minhash_signatures, shingle_sets
 
-__all__ = ["DROPPED_SCHEMA", "DedupParams", "DedupResult", "NearDupParams", "dedup", "dedup_fields", "jaccard",
-           "minhash_signatures", "shingle_sets", "text_column"]
+__all__ = ["DROPPED_SCHEMA", "DedupResult", "dedup"]
 
 DROPPED_SCHEMA = pa.schema(
     [

@@ -22,7 +22,7 @@ datatrove's MinHash pipeline (signatures, buckets, cluster, filter) and NeMo-Cur
    a component is its earliest row; every other row is removed as `exact_duplicate` when its
    normalised text equals the keeper's, else `near_duplicate`, and names the keeper as
    `duplicate_of`. Memory is proportional to the edges, not the rows.
-5. **Filter** (`removed_positions` + a keep mask, per shard or streamed): rows not removed stay,
+5. **Filter** (a keep mask from the removed rows' `pos`, per shard or streamed): rows not removed stay,
    in source order.
 
 Components are transitive (A~B and B~C remove C even when A and C are not similar), the
@@ -38,7 +38,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from curation.dedup_params import DedupParams
 from curation.minhash import jaccard, minhash_signatures, shingle_sets
@@ -251,10 +250,3 @@ def cluster(edges: Sequence[pa.Table], protected_below: int = 0) -> pa.Table:
         out["reason"].append("exact_duplicate" if digest == info[k][3] else "near_duplicate")
         out["duplicate_of"].append(info[k][1])
     return pa.table(out, schema=REMOVED_SCHEMA)
-
-
-def removed_positions(removed: pa.Table, shard: int | None = None) -> np.ndarray:
-    """Sorted positions of the removed rows (of one shard when given)."""
-    if shard is not None:
-        removed = removed.filter(pc.equal(removed.column("shard"), shard))
-    return np.sort(np.asarray(removed.column("pos"), dtype=np.int64))

@@ -24,11 +24,8 @@ from dataclasses import dataclass, field
 
 from rapidfuzz.distance import Indel
 
-PATCH_ERROR_REASONS = ("unparsable", "empty", "binary_only")
-
-
 class PatchError(ValueError):
-    """A patch that cannot be used; `reason` is one of PATCH_ERROR_REASONS."""
+    """A patch that cannot be used; `reason` is `unparsable`, `empty` or `binary_only`."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -42,8 +39,6 @@ class ParsedPatch:
 
     files: dict[str, str]
     """Touched text file path (no a/ b/ prefix) -> its hunk text (the per-file unified diff)."""
-    binary_files: tuple[str, ...] = ()
-    """Paths of binary files the patch touches (they carry no comparable text)."""
     added: int = 0
     """Number of added lines over all text files."""
     removed: int = 0
@@ -105,7 +100,7 @@ def parse_patch(text: str | None) -> ParsedPatch:
         raise PatchError("binary_only", ", ".join(binary))
     if added == 0 and removed == 0 and all(not h for h in files.values()):
         raise PatchError("empty", "no hunks")
-    return ParsedPatch(files, tuple(binary), added, removed, changes)
+    return ParsedPatch(files, added, removed, changes)
 
 
 def try_parse_patch(text: str | None) -> tuple[ParsedPatch | None, str | None]:

@@ -37,10 +37,9 @@ from curation.accounting import RowAccount
 from curation.content_hash import STREAM_BUFFER
 from curation.dedup_params import DedupParams, dedup_fields, text_column
 from curation.dedup_stages import candidate_pairs, confirm_pairs, row_keys, split_keys
-from curation.sources import LoadResult, load_source, shard_of
+from curation.sources import LoadResult, load_source
 
-__all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "curate_shard", "decontam_report", "write_clean",
-           "shard_of"]
+__all__ = ["ORDINAL", "ShardTexts", "assemble", "confirm_partition", "curate_shard", "decontam_report", "write_clean"]
 
 ORDINAL = "_ordinal"
 """Position of a valid row in the whole source (0-based, blank lines not counted)."""
@@ -75,7 +74,7 @@ def curate_shard(path: Path | str, source: Mapping[str, Any], domain: str, shard
     """Steps 1 of the module docstring for shard `shard` of `shards`.
 
     `source` holds the recipe's source fields (name, format, columns, split, limit, reader);
-    `index` is the `curation.decontam.BenchmarkIndex`; `decontam_fields(schema)` picks the fields
+    `index` is the `curation.decontam_index.BenchmarkIndex`; `decontam_fields(schema)` picks the fields
     it scans (the recipe's `curation.decontam.fields_for`)."""
     from curation.decontam import decontaminate_table
 

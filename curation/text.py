@@ -1,6 +1,6 @@
 """Text normalisation and stable word / n-gram hashes, scalar and vectorised.
 
-The definition (issue 2): Unicode NFKC, lowercase, every non-alphanumeric character becomes
+The definition: Unicode NFKC, lowercase, every non-alphanumeric character becomes
 a space, whitespace collapses, split on spaces; digits stay. `normalize_words` is that
 definition in plain Python. `iter_tokens` computes the same words (and their hashes) for a
 whole arrow string column in numpy:
@@ -42,7 +42,7 @@ _NON_ALNUM = re.compile(r"[\W_]+")
 
 
 def normalize_words(text: str) -> list[str]:
-    """The normalisation of issue 2 as words.
+    """The normalisation as words.
 
     >>> normalize_words("Ünïcode—NFKC: ﬁle_name 42!")
     ['ünïcode', 'nfkc', 'file', 'name', '42']

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as err:  # noqa: BLE001 - the CLI reports, it does not dump tracebacks
         from dagster_project.home_lock import BUSY_EXIT_CODE, HomeBusy
-        from dagster_project.recipe import RecipeError
+        from spec.recipe import RecipeError
 
         if isinstance(err, HomeBusy):  # another run holds this home: say who, exit 3 (README.md#one-run-per-home)
             print(f"cascade {args.command}: {err}", file=sys.stderr)

@@ -6,10 +6,11 @@
         [--max-per-prompt N] [--keep-all] [--cache DIR] [--reward-cache FILE|off] [--recipe R]
 
 Why here, in the top layer: `--model` may name a checkpoint asset of the recipe, looked up in
-the Dagster instance (its latest materialization's folder and data version). Other models:
-`tiny` (trainer.models.make_tiny_model, under $CASCADE_HOME/models/tiny), `smollm2`
-(trainer.models.ensure_base_model) or any Hugging Face folder; with `--engine openai` it is
-the served model's name.
+the Dagster instance (its latest materialization's folder, checked against its lineage record).
+That folder, a built-in model (spec.models: `tiny`, `smollm2`), a model folder or a
+`${CASCADE_HOME}/...` path goes through trainer.models.model_folder, the resolver the generation
+assets use; with `--engine openai` it is the served model's name. The run itself is
+generation.runner's, as in the assets.
 
 Input rows need `prompt` (plus the reward's columns with `--verify`). Output rows are the
 input row plus `mode`, `sample`, `response`, `finish_reason`, and with `--verify` `reward`,
@@ -17,7 +18,8 @@ input row plus `mode`, `sample`, `response`, `finish_reason`, and with `--verify
 unless `--keep-all` (then every response, with a `dropped` column). Samples come from the
 generation cache when it has them, so a rerun generates nothing and writes a byte-identical
 file. The LAST stdout line is one JSON object: rows, generated, cached, kept, dropped,
-data_version (content hash of the output table), and more. Progress goes to stderr.
+data_version (content hash of the output table), model (the folder generated from) and its
+model_version, and more. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ HELP = "sample a model on a JSONL of prompts (cached; optional verifier filter)"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help=HELP, description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True,
-                   help="tiny | smollm2 | a model folder | a checkpoint asset of the recipe | the served model (openai)")
+                   help="tiny | smollm2 | a model folder | ${CASCADE_HOME}/... | a checkpoint asset of the recipe | "
+                        "the served model (openai)")
     p.add_argument("--input", required=True, help="JSONL rows with `prompt` (and the reward's columns)")
     p.add_argument("--output", required=True, help="JSONL written atomically when the run ends")
     p.add_argument("--samples", type=int, default=1, help="samples per prompt and mode (default 1)")
@@ -60,25 +63,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def resolve_model(name: str, engine: str = "hf", recipe: str | None = None) -> tuple[str, str]:
     """(what the engine loads, model content version) for `--model`; ValueError when unknown."""
+    from generation.runner import served_version
+    from spec.models import BUILTIN_MODELS
+    from spec.paths import HOME_TOKEN
     from trainer.models import model_folder
 
     if engine == "openai":
-        return name, f"served:{name}"  # remote weights cannot be hashed; the name stands for them
-    if name in ("tiny", "smollm2") or Path(name).expanduser().is_dir():
+        return name, served_version(name)
+    if name in BUILTIN_MODELS or name.startswith(HOME_TOKEN) or Path(name).expanduser().is_dir():
         path, version = model_folder(name)
         return str(path), version
     return _checkpoint_asset(name, recipe)
 
 
 def _checkpoint_asset(name: str, recipe: str | None) -> tuple[str, str]:
+    """The latest folder of checkpoint asset `name`, resolved like any model folder; its data
+    version must be the one Dagster recorded and its record must verify, as an asset's upstream."""
     from dagster_project.commands import _context, get_instance, resolve_key
+    from spec.lineage_verify import verify_record
+    from spec.models import BUILTIN_MODELS
+    from trainer.models import model_folder
 
-    hint = "expected tiny, smollm2, a model folder or a checkpoint asset of the recipe"
+    hint = f"expected {', '.join(BUILTIN_MODELS)}, a model folder or a checkpoint asset of the recipe"
     _, defs, _ = _context(recipe)
     try:
         key = resolve_key(defs, name)
     except ValueError:
-        known = sorted(k.path[-1] for k in defs.resolve_asset_graph().get_all_asset_keys() if k.path[0] == "checkpoints")
+        keys = defs.resolve_asset_graph().get_all_asset_keys()
+        known = sorted(k.path[-1] for k in keys if k.path[0] == "checkpoints")
         raise ValueError(f"unknown model {name!r}: {hint} ({', '.join(known)})") from None
     if key.path[0] != "checkpoints":
         raise ValueError(f"--model {name}: asset {key.to_user_string()} is not a checkpoint ({hint})")
@@ -87,7 +99,17 @@ def _checkpoint_asset(name: str, recipe: str | None) -> tuple[str, str]:
         raise ValueError(f"--model {name}: checkpoint {key.to_user_string()} is not materialized yet "
                          f"(cascade run --select {key.path[-1]})")
     meta = {k: v.value for k, v in event.asset_materialization.metadata.items()}
-    return str(meta["path"]), str(meta["data_version"])
+    rerun = f"materialize it again (cascade run --select {key.path[-1]})"
+    try:  # stored as `${CASCADE_HOME}/checkpoints/...` (spec.paths.portable_path)
+        path, version = model_folder(str(meta["path"]))
+    except ValueError as err:
+        raise ValueError(f"--model {name}: its latest checkpoint is unusable ({err}); {rerun}") from None
+    problems = verify_record(path)
+    if version != str(meta["data_version"]):
+        problems.append(f"its folder's data version is {version}, Dagster recorded {meta['data_version']}")
+    if problems:
+        raise ValueError(f"--model {name}: {'; '.join(problems)}; {rerun}")
+    return str(path), version
 
 
 def read_jsonl(path: str, needed: tuple[str, ...] = ("prompt",)) -> Iterator[dict[str, Any]]:
@@ -157,12 +179,11 @@ def _write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from curation.chat import MODES
-    from curation.versioning import content_hash
-    from generation.cache import GenerationCache
-    from generation.engine import Sampling, build_engine
+    from curation.content_hash import content_hash
+    from generation.engine import Sampling
     from generation.filters import Verifier, judge_records
-    from generation.pipeline import GenerationStats, generate_rows
     from generation.progress import LogProgress, TqdmProgress
+    from generation.runner import GenerationJob, run_generation
     from rewards.registry import REWARDS
 
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
@@ -177,27 +198,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
                         seed=args.seed)
     needed = ("prompt",) + (REWARDS[args.verify].columns if args.verify in REWARDS else ())
     model, model_version = resolve_model(args.model, args.engine, args.recipe)
-    verifier = Verifier.from_registry(args.verify, args.threshold, reward_cache=args.reward_cache) if args.verify else None
-    options = {"base_url": args.base_url} if args.base_url else {}
-    try:
-        engine = build_engine(args.engine, model, **options)
-    except BaseException:
-        if verifier is not None:
-            verifier.close()
-        raise
-    stats = GenerationStats()
+    job = GenerationJob(args.engine, model, model_version, modes, args.samples, sampling, args.batch_size,
+                        {"base_url": args.base_url} if args.base_url else {})
     progress = None
     if not args.no_progress:  # a bar on a terminal, else a plain line every 30 s
         progress = TqdmProgress(file=sys.stderr) if sys.stderr.isatty() else LogProgress(_StderrLog(), every_s=30)
-    engine_id = f"{engine.name}@{engine.version}"
+    verifier = Verifier.from_registry(args.verify, args.threshold, reward_cache=args.reward_cache) if args.verify else None
     out: list[dict[str, Any]] = []
     kept, dropped, reasons = 0, {}, {}
     try:
-        with GenerationCache(args.cache) as cache:
-            records = generate_rows(engine, model_version, read_jsonl(args.input, needed), modes, args.samples,
-                                    sampling, cache, progress=progress, batch_size=args.batch_size,
-                                    total=_count_rows(args.input), stats=stats)
-            for judged in judge_records(records, verifier, max_per_prompt=args.max_per_prompt,
+        with run_generation(job, read_jsonl(args.input, needed), args.cache, progress=progress,
+                            total=_count_rows(args.input)) as run:
+            engine_id, stats = f"{run.engine.name}@{run.engine.version}", run.stats
+            for judged in judge_records(run.records, verifier, max_per_prompt=args.max_per_prompt,
                                         checks=verifier is not None):
                 if judged.dropped:
                     dropped[judged.dropped] = dropped.get(judged.dropped, 0) + 1
@@ -208,7 +221,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 if not judged.dropped or args.keep_all:
                     out.append(_output_row(judged, verifier is not None, args.keep_all))
     finally:
-        engine.close()
         if verifier is not None:
             verifier.close()
     data_version = content_hash(_table(out))
@@ -216,6 +228,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     summary = {"rows": stats.rows_done, "generated": stats.generated, "cached": stats.cached, "kept": kept,
                "dropped": dict(sorted(dropped.items())), "data_version": data_version, "written": len(out),
                "verifier_reasons": dict(sorted(reasons.items())), "tokens_generated": stats.tokens_generated,
-               "model_version": model_version, "engine": engine_id, "output": str(args.output)}
+               "model": model, "model_version": model_version, "engine": engine_id, "output": str(args.output)}
     print(json.dumps(summary))
     return 0

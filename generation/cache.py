@@ -50,15 +50,15 @@ _COLUMNS = [Column("key", "bytes", True), Column("text", "text", True), Column("
             Column("engine", "text")]
 
 
-def default_cache_dir() -> Path:
-    """`$CASCADE_HOME/generation_cache`."""
-    return cascade_home() / "generation_cache"
+def default_cache_dir(home: Path | None = None) -> Path:
+    """`<home>/generation_cache`; `home` defaults to `$CASCADE_HOME`."""
+    return (home if home is not None else cascade_home()) / "generation_cache"
 
 
-def default_cache_location() -> str | Path:
+def default_cache_location(home: Path | None = None) -> str | Path:
     """Where `GenerationCache()` stores: the recipe's PostgreSQL database when `storage.backend`
-    is postgres (`$CASCADE_CACHE_URL`, spec.storage), else `default_cache_dir()`."""
-    return cache_url() or default_cache_dir()
+    is postgres (`$CASCADE_CACHE_URL`, spec.storage), else `default_cache_dir(home)`."""
+    return cache_url() or default_cache_dir(home)
 
 
 def _sampling_fields(sampling: Sampling) -> dict:

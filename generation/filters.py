@@ -33,9 +33,9 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from curation.chat import response_problem, tool_call_problem
+from curation.content_hash import content_hash
 from curation.patches import try_parse_patch
 from curation.schemas import DOMAIN_SCHEMAS
-from curation.versioning import content_hash
 from generation.pipeline import PROMPT_TOO_LONG, GenerationStats, GenRecord, row_prompt
 from rewards.base import RewardResult
 from rewards.cache import cache_path, maybe_cached

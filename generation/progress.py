@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 
 @dataclass
@@ -108,12 +108,3 @@ class TqdmProgress:
     def close(self) -> None:
         self._bar.close()
 
-
-def combine(*reporters: Callable[[ProgressState], None]) -> Callable[[ProgressState], None]:
-    """One reporter that forwards to several."""
-
-    def report(state: ProgressState) -> None:
-        for r in reporters:
-            r(state)
-
-    return report

@@ -35,7 +35,7 @@ import socket
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Sequence
 
-from generation.engine import PromptTooLong, Request, Sample, Sampling, check_prompt_lengths
+from generation.engine import Request, Sample, Sampling, check_prompt_lengths
 from generation.hf import request_token_ids
 from generation.hf_sampler import GREEDY_BELOW, seeded, stop_token_ids
 
@@ -254,5 +254,5 @@ class VLLMEngine:
             torch.cuda.empty_cache()
 
 
-__all__ = ["PromptTooLong", "VLLMEngine", "VLLMOptions", "build_llm", "push_weights", "vllm_available",
+__all__ = ["VLLMEngine", "VLLMOptions", "build_llm", "push_weights", "vllm_available",
            "vllm_cpu_build"]

@@ -1,4 +1,4 @@
-"""The reward contract shared by every verifier.
+"""The reward contract shared by every verifier, and the one place a reward's failure is contained.
 
 A reward is a plain callable in the TRL style, `fn(prompts, completions, **columns)`,
 returning one float (or None) per completion. Columns are the RL prompt-set columns
@@ -8,8 +8,13 @@ each a list aligned with `completions`.
 Why a class and not only a function: the trainer and audits also need *why* a score was
 given and whether the failure was the model's (wrong answer) or ours (sandbox crash).
 `score()` returns a `RewardResult` per completion; `__call__` is the TRL-style view.
-A reward never raises into its caller: any exception becomes a zero score with
-`infra_error=True` and the exception text as the reason detail.
+
+Failure is contained in one place, `contain`, which `Reward.score` runs around a subclass's
+`_score_batch` (and around each row of a `_score_one` reward, so a row that raises costs only
+that row): a raise, the wrong number of results, a score that is not a finite number or (with
+`timeout_s`) a call that does not return in time becomes a zero score flagged `infra_error` with
+its reason (`reward_error`, `wrong_length`, `bad_score`, `reward_timeout`), never a crash or a
+hung stage. Subclasses therefore implement `_score_batch` or `_score_one`, never `score`.
 
 Versions are derived from code, never written by hand: `version` is the digest of the
 source the reward runs (`spec.hashing.source_version`: its module and the local modules it
@@ -23,8 +28,11 @@ invalidates cached scores and makes the stages that use the reward stale. Assign
 from __future__ import annotations
 
 import logging
+import math
+import numbers
+import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +76,69 @@ def class_source_version(cls: type) -> str:
             return "unversioned"
 
 
+def _failed(n: int, reason: str, detail: str) -> list[RewardResult]:
+    return [RewardResult(0.0, reason, True, detail) for _ in range(n)]
+
+
+def _checked(value: Any) -> RewardResult:
+    """One returned element as a RewardResult: a RewardResult or a bare number / None (a TRL-style
+    function's); a score that is not a finite number is the reward's failure (`bad_score`)."""
+    if isinstance(value, RewardResult):
+        result, score = value, value.score
+    else:
+        result, score = RewardResult(value, "scored" if value is not None else "not_applicable"), value
+    if score is None:
+        return result
+    if isinstance(score, numbers.Real) and math.isfinite(float(score)):
+        return result if type(score) is float else RewardResult(float(score), result.reason, result.infra_error,
+                                                                result.detail)
+    return RewardResult(0.0, "bad_score", True, f"not a finite number: {score!r}"[:200])
+
+
+def checked(raw: Any, n: int) -> list[RewardResult]:
+    """`n` RewardResults from what a reward's `_score_batch` returned: the wrong number of results
+    (or not a list) is `wrong_length` for every completion, a score that is not a finite number is
+    `bad_score` for its completion. `contain` runs it on every call; the cache on what it stores."""
+    if isinstance(raw, (str, bytes, dict)) or not hasattr(raw, "__iter__"):
+        return _failed(n, "wrong_length", f"returned a {type(raw).__name__}, not one score per completion")
+    values = list(raw)  # a generator runs here: its errors are the reward's too
+    if len(values) != n:
+        return _failed(n, "wrong_length", f"{len(values)} scores for {n} completions")
+    return [_checked(v) for v in values]
+
+
+def contain(call: Callable[[], Iterable[Any]], n: int, name: str = "reward",
+            timeout_s: float | None = None) -> list[RewardResult]:
+    """Exactly `n` RewardResults from a reward's `call`, whatever it does (see the module docstring).
+
+    With `timeout_s` the call runs in a daemon thread: a Python thread cannot be killed, so a hung
+    reward is abandoned (it cannot block the exit either). Built-in verifiers enforce their own
+    per-completion limits in killable processes; this bounds plug-in rewards.
+
+    >>> [(r.score, r.reason) for r in contain(lambda: [1, None, float("nan")], 3)]
+    [(1.0, 'scored'), (None, 'not_applicable'), (0.0, 'bad_score')]
+    >>> contain(lambda: 1 / 0, 1)[0].reason
+    'reward_error'
+    """
+    def guarded() -> list[RewardResult]:
+        try:
+            return checked(call(), n)
+        except Exception as err:  # noqa: BLE001 - contract: a reward never raises into its caller
+            log.warning("reward %s failed on %d completions: %s: %s", name, n, type(err).__name__, err)
+            return _failed(n, "reward_error", f"{type(err).__name__}: {err}")
+
+    if timeout_s is None:
+        return guarded()
+    box: list[list[RewardResult]] = []
+    worker = threading.Thread(target=lambda: box.append(guarded()), name=f"reward-{name}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if box:
+        return box[0]
+    log.warning("reward %s timed out after %g s on %d completions: scored 0 as failures", name, timeout_s, n)
+    return _failed(n, "reward_timeout", f"no result within {timeout_s:g} s")
+
+
 class Reward:
     """Base class: subclasses implement `_score_batch` (or `_score_one`) and set `name`;
     `version` follows their code, `version_options` adds what their options change."""
@@ -101,28 +172,35 @@ class Reward:
         """The part of the version that options decide ('' when no option changes scores)."""
         return ""
 
+    def runs_current_code(self) -> bool:
+        """Whether the source digest this instance read (once) is still that of its code on disk."""
+        read = self.__dict__.get("_source_version")
+        return read is None or read == self.source_version()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "score" in vars(cls):  # an override would bypass `contain`: the one place failure is contained
+            raise TypeError(f"{cls.__name__}: implement _score_batch or _score_one, not score")
+
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
         return [r.score for r in self.score(prompts, completions, **columns)]
 
-    def score(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[RewardResult]:
+    def score(self, prompts: Sequence[Any], completions: Sequence[Any], *, timeout_s: float | None = None,
+              **columns: Any) -> list[RewardResult]:
+        """One RewardResult per completion; never raises (`contain`); `timeout_s` bounds the call."""
         texts = [completion_text(c) for c in completions]
-        try:
-            results = self._score_batch(list(prompts or [None] * len(texts)), texts, columns)
-            if len(results) != len(texts):
-                raise RuntimeError(f"{self.name}: {len(results)} results for {len(texts)} completions")
-            return results
-        except Exception as err:  # noqa: BLE001 - contract: never raise into the trainer
-            log.exception("reward %s failed on a batch", self.name)
-            return [RewardResult(0.0, "reward_error", True, f"{type(err).__name__}: {err}") for _ in texts]
+        rows = list(prompts or [None] * len(texts))
+        return contain(lambda: self._score_batch(rows, texts, columns), len(texts), self.name, timeout_s)
 
-    def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> list[RewardResult]:
+    def _score_batch(self, prompts: list[Any], completions: list[str],
+                     columns: dict[str, list]) -> Iterable[RewardResult | float | None]:
+        """One RewardResult (or bare number / None) per completion; may raise (`score` contains it).
+        By default `_score_one` per row, each contained on its own: a row that raises costs only itself."""
         out = []
         for i, completion in enumerate(completions):
             row = {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in columns.items()}
-            try:
-                out.append(self._score_one(prompts[i] if i < len(prompts) else None, completion, row))
-            except Exception as err:  # noqa: BLE001
-                out.append(RewardResult(0.0, "reward_error", True, f"{type(err).__name__}: {err}"))
+            prompt = prompts[i] if i < len(prompts) else None
+            out.extend(contain(lambda p=prompt, c=completion, r=row: [self._score_one(p, c, r)], 1, self.name))
         return out
 
     def _score_one(self, prompt: Any, completion: str, row: dict[str, Any]) -> RewardResult:

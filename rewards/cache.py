@@ -7,7 +7,9 @@ depends on: the prompt and the row's columns (answer, tests, golden patch, ...).
 
 Not cached: infrastructure failures (they should be retried) and rewards whose score
 depends on the rest of the batch (`batch_dependent`: group z-scores, batch-minimum
-penalties), which pass straight through.
+penalties), which pass straight through. The cache is itself a Reward: it calls the inner
+reward's `_score_batch` within its own `Reward.score`, so the one failure wrapper
+(rewards.base.contain) covers both, and what it stores has passed `rewards.base.checked`.
 
 The cache is an optimisation, never a point of failure: a cache that cannot be opened (a file,
 a database server that does not answer) or a database error while looking up or storing
@@ -26,11 +28,10 @@ import json
 import logging
 import os
 import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewards.base import Reward, RewardResult
+from rewards.base import Reward, RewardResult, checked
 from spec.keyed_table import Column, KeyedTable, database_errors
 from spec.storage import is_postgres_url
 
@@ -65,12 +66,9 @@ class CachedReward(Reward):
         # A reward whose per-completion score depends on the other completions of its batch says so.
         return bool(getattr(self.inner, "batch_dependent", False))
 
-    def score(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[RewardResult]:
-        if self.batch_dependent:
-            return self.inner.score(prompts, completions, **columns)
-        return super().score(prompts, completions, **columns)
-
     def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> list[RewardResult]:
+        if self.batch_dependent:
+            return checked(self.inner._score_batch(prompts, completions, columns), len(completions))
         rows = [{k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in sorted(columns.items())}
                 for i in range(len(completions))]
         reward_key = f"{self.inner.name}@{self.inner.version}"
@@ -90,9 +88,10 @@ class CachedReward(Reward):
         self.hits += len(completions) - len(miss)
         self.misses += len(miss)
         if miss:
-            fresh = self.inner.score([prompts[i] if i < len(prompts) else None for i in miss],
-                                     [completions[i] for i in miss],
-                                     **{k: [rows[i][k] for i in miss] for k in columns})
+            # The inner reward's own `_score_batch`: this call already runs inside `contain` (Reward.score).
+            fresh = checked(self.inner._score_batch([prompts[i] if i < len(prompts) else None for i in miss],
+                                                    [completions[i] for i in miss],
+                                                    {k: [rows[i][k] for i in miss] for k in columns}), len(miss))
             for i, res in zip(miss, fresh):
                 results[i] = res
             try:
@@ -139,10 +138,10 @@ def cache_path(setting: str | os.PathLike | None) -> Path | str | None:
 def maybe_cached(reward: Any, path: str | os.PathLike | None) -> Any:
     """`reward` behind the cache file `path`, or `reward` itself when there is nothing to key on.
 
-    Left as is: no path (cache off), a plain function or an object without `score()` and a string
-    `name` and `version`, an already cached reward, and a cache file that cannot be opened.
+    Left as is: no path (cache off), anything but a Reward with a string `name` and `version`, an
+    already cached reward, and a cache file that cannot be opened.
     """
-    if path is None or isinstance(reward, CachedReward) or not callable(getattr(reward, "score", None)):
+    if path is None or isinstance(reward, CachedReward) or not isinstance(reward, Reward):
         return reward
     if not (isinstance(getattr(reward, "name", None), str) and isinstance(getattr(reward, "version", None), str)):
         return reward

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rewards.registry import REWARDS
+from rewards.registry import REWARDS, reward_columns
 
 # The verifiers (rewards that need no reward-model checkpoint) and the columns each reads.
 VERIFIERS = sorted(name for name, entry in REWARDS.items() if not entry.needs_reward_model)
@@ -107,8 +107,9 @@ def score_rows(reward_name: str, reward: Any, rows: list[dict[str, Any]], batch_
     entry = REWARDS.get(reward_name)
     required = entry.columns if entry else ()
     out = [dict(row) for row in rows]
-    columns = entry.columns + entry.optional_columns if entry else tuple(
-        sorted({k for row in out for k in row} - {"completion", "prompt"}))
+    columns = reward_columns(reward_name)
+    if columns is None:  # a plug-in declares none: every row column but the completion and prompt
+        columns = tuple(sorted({k for row in out for k in row} - {"completion", "prompt"}))
     ready = []
     for row in out:
         missing = _missing(row, required)

@@ -61,7 +61,9 @@ from curation.chat import final_text
 from rewards.base import Reward, RewardResult
 from rewards.code_judge import JudgePool, judge_asserts
 from rewards.fences import fenced_blocks
-from sandboxes import SandboxJob, SandboxLimits, SandboxPool, SandboxProcess, SandboxResult
+from sandboxes.limits import SandboxLimits, SandboxResult
+from sandboxes.pool import SandboxJob, SandboxPool
+from sandboxes.session import SandboxProcess
 
 _PY_TAGS = {"python", "py", "python3"}
 

@@ -253,7 +253,7 @@ def judge_asserts(code: str, spec: dict, open_process: Callable[[str, float], An
     """The verdict of `code` against an assert-kind `spec`, within `seconds` of wall time.
 
     `open_process(program, lifetime_s)` starts a sandboxed line-talking process
-    (sandboxes.SandboxProcess with the verifier's limits); `judges` lends the judge; `prompt` is
+    (sandboxes.session.SandboxProcess with the verifier's limits); `judges` lends the judge; `prompt` is
     the row's prompt, which says which names the candidate supplies (rewards.code_names).
     """
     deadline = time.monotonic() + seconds

@@ -12,10 +12,11 @@ returns one float (or None, "not applicable") per completion, TRL's reward-funct
   a default are columns the function requires.
 - Columns: every column goes to a function that takes `**columns`; otherwise only the
   columns it names.
-- Failures are scores with a reason, never a crash: a raise scores every completion 0 with
-  `reward_error` (`infra_error`, the exception text as detail); a result of the wrong length
-  (or not a list) gives `wrong_length`; an element that is not a finite number gives
-  `bad_score` for that completion; None stays None (`not_applicable`).
+- Failures are scores with a reason, never a crash, contained where every reward's are
+  (rewards.base.contain): a raise scores every completion 0 with `reward_error`
+  (`infra_error`, the exception text as detail); a result of the wrong length (or not a list)
+  gives `wrong_length`; an element that is not a finite number gives `bad_score` for that
+  completion; None stays None (`not_applicable`).
 - Name and version: the name is the one the recipe used; the version is the source digest
   of the function's module (spec.hashing.source_version: the file, the local modules it
   imports, its package's files) plus a hash of the bound options.
@@ -24,11 +25,9 @@ returns one float (or None, "not applicable") per completion, TRL's reward-funct
 from __future__ import annotations
 
 import inspect
-import math
-import numbers
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable
 
-from rewards.base import Reward, RewardResult
+from rewards.base import Reward
 
 
 def function_options(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
@@ -83,31 +82,11 @@ class FunctionReward(Reward):
 
         return stable_hash(self.options, 8)
 
-    def score(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[RewardResult]:
-        n = len(completions)
+    def _score_batch(self, prompts: list[Any], completions: list[str], columns: dict[str, list]) -> Iterable[Any]:
+        """The function's raw result (numbers or None): `Reward.score` checks and contains it."""
         kwargs = {k: v for k, v in columns.items()
                   if k not in self._bound and (self._all_columns or k in self._named)}
-        try:
-            raw = self.fn(list(prompts) if prompts else [None] * n, list(completions),
-                          **kwargs, **self._bound)
-            if isinstance(raw, (str, bytes, dict)) or not hasattr(raw, "__iter__"):
-                return [RewardResult(0.0, "wrong_length", True, f"returned a {type(raw).__name__}, not one score "
-                                                                  "per completion") for _ in range(n)]
-            scores = list(raw)  # a generator runs here: its errors are the reward's too
-        except Exception as err:  # noqa: BLE001 - contract: a reward never raises into its caller
-            return [RewardResult(0.0, "reward_error", True, f"{type(err).__name__}: {err}") for _ in range(n)]
-        if len(scores) != n:
-            return [RewardResult(0.0, "wrong_length", True, f"{len(scores)} scores for {n} completions")
-                    for _ in range(n)]
-        return [_result(s) for s in scores]
-
-
-def _result(value: Any) -> RewardResult:
-    if value is None:
-        return RewardResult(None, "not_applicable")
-    if isinstance(value, numbers.Real) and math.isfinite(float(value)):
-        return RewardResult(float(value), "scored")
-    return RewardResult(0.0, "bad_score", True, f"not a finite number: {value!r}"[:200])
+        return self.fn(prompts, completions, **kwargs, **self._bound)
 
 
 def _fallback_digest(fn: Callable[..., Any]) -> str:

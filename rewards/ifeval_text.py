@@ -95,23 +95,13 @@ def count_words(text: str) -> int:
     return len(_WORD.findall(text))
 
 
-def word_tokens(text: str) -> list[str]:
-    """`nltk.word_tokenize(text)`: Treebank tokens of each Punkt sentence.
-
-    >>> word_tokens("I DON'T know, NASA's plan cannot fail.")
-    ['I', 'DO', "N'T", 'know', ',', 'NASA', "'s", 'plan', 'can', 'not', 'fail', '.']
-    """
-    sentences, words = _nltk_tokenizers()
-    return [tok for sent in sentences.tokenize(text) for tok in words.tokenize(sent)]
-
-
 def count_capital_words(text: str) -> int:
     """Tokens that are all capitals (`str.isupper`), as IFEval counts them.
 
     >>> count_capital_words("HERE there are THREE FUlly CAPITAL words.")
     3
     """
-    sentences, words = _nltk_tokenizers()  # word_tokens, skipping sentences without a capital
+    sentences, words = _nltk_tokenizers()  # nltk.word_tokenize, skipping sentences without a capital
     return sum(1 for sent in sentences.tokenize(text) if any(map(str.isupper, sent))
                for tok in words.tokenize(sent) if tok.isupper())
 

@@ -366,7 +366,7 @@ def _worker(timeout_s: float) -> None:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
 
-    def on_alarm(signum: int, frame: Any) -> None:
+    def on_alarm(_signum: int, _frame: Any) -> None:
         raise _Timeout()
 
     signal.signal(signal.SIGALRM, on_alarm)

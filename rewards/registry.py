@@ -1,19 +1,27 @@
-"""Reward names -> classes, imported only when asked for, and the catalog the recipe checks.
+"""Reward names -> classes, imported only when asked for; the one option check; the columns each reads.
 
 Recipes and the CLI name rewards by string (`math`, `code`, ...), by import path
 (`package.module:attr`) or by file (`path/to/my_rewards.py:attr`, relative to the working
 directory; see spec.entry_points): a Reward class, an instance, or any TRL-style callable
-`fn(prompts, completions, **columns) -> list[float | None]`, which `get_reward` wraps in a
+`fn(prompts, completions, **columns) -> list[float | None]`, which is wrapped in a
 `rewards.function.FunctionReward` (failures become recorded scores with reasons). The
-registry maps each built-in name to a "module:Class" path and imports it in `get_reward`, so
+registry maps each built-in name to a "module:Class" path and imports it when asked, so
 importing the registry costs nothing (no torch, sandbox or sentence-transformers import at CLI
 start-up).
 
+Columns: a built-in reward's `RewardEntry` is the one declaration of the row columns it reads
+(`reward_columns`); the GRPO scorer and the TRL adapter hand it those and no others. A plug-in
+declares none and gets every column of the row.
+
 Options: every reward has an option model, its own `Options` class when it declares one, else
 derived from its constructor's signature (names, types, defaults), or for a plain function
-from its keyword-only parameters with defaults. `check_reward` validates a recipe's options
-against it without building the reward; `CATALOG` hands that check to the recipe loader, so a
-misspelt option fails at load with its field path, before anything runs.
+from its keyword-only parameters with defaults. `validate_options` is the one check: `CATALOG`
+hands it to the recipe loader, so a misspelt option fails at load with its field path, and the
+validated values stay on the recipe's `RewardSpec` (`validated_options()`), which is what
+`build_reward` builds from: a reward loaded from a recipe is validated once. `build_reward` keeps
+the reward it built on hand until the stage that scores with it takes it, so the version look-up
+of the checkpoint asset and the trainer share one instance (built once per stage run).
+`get_reward(name, **options)` validates and builds in one call (the CLI, evals, filters).
 
 Versions come from code (spec.hashing.source_version), never by hand: `reward_version(s)`
 give the full version of built rewards (source digest plus what their options change) for
@@ -28,6 +36,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable
@@ -45,7 +54,8 @@ class RewardEntry:
     target: str
     """"module:Class" of its Reward subclass."""
     columns: tuple[str, ...] = ()
-    """Row columns it reads besides the completion (a row without one scores 0, `missing_column:<c>`)."""
+    """Row columns it reads besides the completion and the prompt (a row without one scores 0 as an infra
+    error); with `optional_columns` the one declaration of what it reads (`reward_columns`)."""
     optional_columns: tuple[str, ...] = ()
     """Row columns it reads when present."""
     needs_reward_model: bool = False
@@ -160,22 +170,16 @@ def _validated(name: str, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]
     return target, values
 
 
-def check_reward(name: str, options: dict[str, Any] | None = None) -> None:
-    """Raise ValueError unless `name` resolves and `options` fit its option model."""
-    _validated(name, dict(options or {}))
+def validate_options(name: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The options of reward `name` as its option model validates them (typed values, the keys given);
+    ValueError, naming each bad field, when `name` does not resolve or they do not fit."""
+    return _validated(name, dict(options or {}))[1]
 
 
-def get_reward(name: str, **options: Any) -> Any:
-    """Build the reward `name` with validated options: a Reward (a class is built with the
-    options; an instance is returned as is); any other callable comes wrapped in a
-    FunctionReward named `name` (a function gets the options bound).
-
-    >>> get_reward("swe", similarity="lexical").version.endswith("-lexical")
-    True
-    """
+def _build(name: str, target: Any, values: dict[str, Any]) -> Any:
+    """A Reward from `name`'s target and validated option values (no validation here)."""
     from rewards.base import Reward
 
-    target, values = _validated(name, options)
     if isinstance(target, type):
         built = target(**values)
         if isinstance(built, Reward):
@@ -192,6 +196,52 @@ def get_reward(name: str, **options: Any) -> Any:
     return FunctionReward(target, name, values, bind=bind)
 
 
+def get_reward(name: str, **options: Any) -> Any:
+    """Validate `options` and build the reward `name`: a Reward (a class is built with the
+    options; an instance is returned as is); any other callable comes wrapped in a
+    FunctionReward named `name` (a function gets the options bound).
+
+    >>> get_reward("swe", similarity="lexical").version.endswith("-lexical")
+    True
+    """
+    return _build(name, *_validated(name, options))
+
+
+_HELD: dict[int, tuple[Any, dict[str, Any], Any, Any]] = {}
+"""id(spec) -> (weak reference to the spec, the options and target it was built from, the reward):
+built by `build_reward`, not yet taken by the stage that scores with it."""
+
+
+def build_reward(spec: Any, keep: bool = True) -> Any:
+    """The reward a RewardSpec names, built from the options the recipe loader validated (validated
+    here only when no catalog did: a run config file, a DeepSpeed rank). Built once: the instance
+    is kept until a call with `keep=False` (the stage that scores with it) takes it, and reused only
+    while its options and code are current (an edit re-versions it; a changed function reloads)."""
+    key, target = id(spec), reward_class(spec.name)
+    held = _HELD.pop(key, None)
+    if (held is not None and held[0]() is spec and held[1] == dict(spec.options) and held[2] is target
+            and held[3].runs_current_code()):
+        reward = held[3]
+    else:
+        checked = spec.validated_options() if hasattr(spec, "validated_options") else None
+        values = checked if checked is not None else _validated(spec.name, dict(spec.options))[1]
+        reward = _build(spec.name, target, values)
+    if keep:
+        _HELD[key] = (weakref.ref(spec, lambda _: _HELD.pop(key, None)), dict(spec.options), target, reward)
+    return reward
+
+
+def reward_columns(name: str) -> tuple[str, ...] | None:
+    """The row columns reward `name` reads (required, then optional); None for a plug-in, which
+    declares none and gets every column.
+
+    >>> reward_columns("swe"), reward_columns("my_pkg.rewards:brevity")
+    (('golden_patch', 'code_context'), None)
+    """
+    entry = REWARDS.get(name)
+    return entry.columns + entry.optional_columns if entry else None
+
+
 def needs_reward_model(name: str) -> bool:
     """Whether reward `name` scores with the recipe's reward-model checkpoint."""
     return name in REWARDS and REWARDS[name].needs_reward_model
@@ -200,7 +250,7 @@ def needs_reward_model(name: str) -> bool:
 class _Catalog:
     """The recipe loader's view of the rewards (spec.recipe.RewardCatalog)."""
 
-    check = staticmethod(check_reward)
+    check = staticmethod(validate_options)
     check_name = staticmethod(reward_class)
     needs_reward_model = staticmethod(needs_reward_model)
 
@@ -208,32 +258,40 @@ class _Catalog:
 CATALOG = _Catalog()
 
 
-def _specs(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """{name: options} from names, a {name: options} dict or objects with `.name`/`.options`."""
+@dataclass(frozen=True)
+class _Named:
+    """A reward named outside a recipe: `.name` and `.options`, like a RewardSpec."""
+
+    name: str
+    options: dict[str, Any]
+
+
+def _specs(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> list[Any]:
+    """RewardSpec-like objects (`.name`, `.options`) from names, a {name: options} dict or RewardSpecs."""
     if isinstance(specs, dict):
-        return {n: dict(o or {}) for n, o in specs.items()}
-    return {(s if isinstance(s, str) else s.name): ({} if isinstance(s, str) else dict(s.options or {}))
-            for s in specs}
+        return [_Named(n, dict(o or {})) for n, o in specs.items()]
+    return [_Named(s, {}) if isinstance(s, str) else s for s in specs]
 
 
-def reward_versions(names: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[str, str]:
-    """{name: version} for lineage records; a dict maps names to their options (versions
+def reward_versions(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[str, str]:
+    """{name: version} for lineage records: names, a {name: options} dict or RewardSpecs (versions
     can depend on options, e.g. the SWE scorer or the reward model weights). A Reward class
-    whose options change no score is versioned without being built."""
+    whose options change no score is versioned without being built; a spec's reward is built with
+    `build_reward`, so the stage that scores with it reuses that instance."""
     from rewards.base import Reward, class_source_version
 
     out = {}
-    for name, options in _specs(names).items():
-        cls = reward_class(name)
+    for spec in _specs(specs):
+        cls = reward_class(spec.name)
         if isinstance(cls, type) and issubclass(cls, Reward):
             static = inspect.getattr_static(cls, "version")
-            if isinstance(static, str) and not options:  # a hand-pinned class (test doubles)
-                out[name] = static
+            if isinstance(static, str) and not spec.options:  # a hand-pinned class (test doubles)
+                out[spec.name] = static
                 continue
             if static is inspect.getattr_static(Reward, "version") and cls.version_options is Reward.version_options:
-                out[name] = class_source_version(cls)
+                out[spec.name] = class_source_version(cls)
                 continue
-        out[name] = reward_version(get_reward(name, **options))
+        out[spec.name] = reward_version(build_reward(spec, keep=not isinstance(spec, _Named)))
     return out
 
 
@@ -258,11 +316,12 @@ def reward_code_versions(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> di
     from spec.hashing import SourceNotFoundError, source_version, stable_hash
 
     out = {}
-    for name, options in _specs(specs).items():
-        target = REWARDS[name].target if name in REWARDS else name
+    for spec in _specs(specs):
+        options = dict(spec.options or {})
+        target = REWARDS[spec.name].target if spec.name in REWARDS else spec.name
         try:
             digest = source_version(target)
         except (SourceNotFoundError, EntryPointError):  # not locatable without running it
-            digest = reward_versions({name: options})[name]
-        out[name] = f"{digest}-{stable_hash(options, 8)}" if options else digest
+            digest = reward_versions([spec])[spec.name]
+        out[spec.name] = f"{digest}-{stable_hash(options, 8)}" if options else digest
     return out

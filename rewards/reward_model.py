@@ -185,7 +185,7 @@ def train_reward_model(base_model_dir: str | Path, preference_table: Any, output
             scores = pooled_scores(model, enc["input_ids"], enc["attention_mask"])
             margin = scores[: len(batch)] - scores[len(batch):]
             loss = -F.logsigmoid(margin).mean()
-            where = {"kind": "reward_model", "stage": str(output_dir)}
+            where = {"algorithm": "reward_model", "stage": str(output_dir)}
             check_finite(loss, len(losses), **where)
             optimiser.zero_grad()
             loss.backward()

@@ -7,9 +7,21 @@ jobs in parallel (one worker per core by default). `SandboxProcess(code, limits)
 sandbox kept alive and talked to by lines (`send`, `readline(timeout_s)`, `close() ->
 SandboxResult`; `SandboxClosed` when it has ended), for verifiers that keep a program serving
 requests (e.g. a candidate's solution and a judge, with only plain data crossing the host).
-`cascade sandbox FILE.py` is the CLI. Modules: limits (the data), command (the command line),
-memory + cgroups (the run's memory limit), launch (one sandbox from start to verdict, shared
-by core's run_python and session's SandboxProcess), slots, seccomp, pool.
+`cascade sandbox FILE.py` is the CLI. The package re-exports nothing: import each name from
+the module below that defines it (`from sandboxes.core import run_python`).
+
+Modules:
+  limits.py   the data of the API: `SandboxLimits` and the `SandboxResult` verdict
+  command.py  the command line: bwrap (namespaces, mounts) -> setpriv (uid drop) -> prlimit -> python
+  launch.py   one sandbox from start to verdict, shared by `run_python` and `SandboxProcess`
+  core.py     `run_python`: one program run to its end
+  session.py  `SandboxProcess`: a program kept alive and talked to by lines
+  pool.py     `SandboxPool`: many independent programs in parallel, one per core
+  slots.py    per-run unprivileged uids and the sweep that kills whatever a run left behind
+  memory.py   one memory limit for a run's whole process tree (a cgroup, else a watchdog)
+  cgroups.py  the memory cgroup per run, used where a probe shows the kernel enforces it
+  seccomp.py  the seccomp filter, built with libseccomp through ctypes
+  cli.py      `cascade sandbox FILE.py [--stdin P] [--timeout S]`: one file, one JSON verdict
 
 Why this design (layers, each catching what the one before misses):
 
@@ -60,18 +72,3 @@ Requires root (to switch to the slot uids) and the Debian package `bubblewrap`
 (scripts/setup.sh installs it); otherwise every run is a `sandbox_error` with a message
 that says what is missing.
 """
-
-from sandboxes.core import SandboxLimits, SandboxResult, run_python, sandbox_available
-from sandboxes.pool import SandboxJob, SandboxPool
-from sandboxes.session import SandboxClosed, SandboxProcess
-
-__all__ = [
-    "SandboxClosed",
-    "SandboxJob",
-    "SandboxLimits",
-    "SandboxPool",
-    "SandboxProcess",
-    "SandboxResult",
-    "run_python",
-    "sandbox_available",
-]

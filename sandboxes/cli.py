@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handler(args: argparse.Namespace) -> int:
     """Exit 0 when the program's status is ok, 1 when it failed, 3 on a sandbox error."""
-    from sandboxes.core import SandboxLimits, run_python
+    from sandboxes.core import run_python
+    from sandboxes.limits import SandboxLimits
 
     if args.timeout <= 0:
         raise ValueError("--timeout must be positive")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import functools
 
-from sandboxes.command import _python_paths, build_command, preflight
+from sandboxes.command import preflight
 from sandboxes.launch import Launch
-from sandboxes.limits import STATUSES, SandboxLimits, SandboxResult
+from sandboxes.limits import SandboxLimits, SandboxResult
 
 
 def run_python(code: str, stdin: str | bytes | None = None, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
@@ -50,5 +50,4 @@ def _run(code: str, stdin: str | bytes | None, limits: SandboxLimits) -> Sandbox
     return Launch(code, limits, stdin_bytes).finish()
 
 
-__all__ = ["STATUSES", "SandboxLimits", "SandboxResult", "_python_paths", "build_command", "run_python",
-           "sandbox_available", "sandbox_problem"]
+__all__ = ["run_python", "sandbox_available", "sandbox_problem"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
-STATUSES = ("ok", "error", "timeout", "memory_limit", "output_limit", "sandbox_error")
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -64,6 +62,3 @@ class SandboxResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    def to_json(self) -> dict:
-        return asdict(self)

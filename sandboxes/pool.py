@@ -12,7 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
-from sandboxes.core import SandboxLimits, SandboxResult, run_python
+from sandboxes.core import run_python
+from sandboxes.limits import SandboxLimits, SandboxResult
 
 
 @dataclass(frozen=True)

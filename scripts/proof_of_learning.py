@@ -18,7 +18,8 @@ right when they are, per operation) that says where a gain comes from.
 Why the SFT is short: the SFT's job here is to start the format, and GRPO's is to improve
 from reward alone. After 3 steps about half of the greedy answers carry a \\boxed{} answer;
 after 10 steps all do, and then GRPO has only the arithmetic left to improve, which it does for
-the sampled policy (+7.5 to +8.7 points in 40 steps) but not for greedy decoding (README).
+the sampled policy (+7.5 to +8.7 points in 40 steps) but not for greedy decoding (an earlier
+measurement; rerun the script before relying on it).
 
 Usage: python scripts/proof_of_learning.py --out .cascade/proof  [--grpo-steps 50 --grpo-lr 2e-5 ...]
 """
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from trainer.config import GRPOConfig, SFTConfig
     from trainer.models import ensure_base_model
-    from trainer.stage import run_grpo, run_sft
+    from trainer.stage import run_stage
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -217,13 +218,13 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, dict] = {}
     evaluate("base", base)
-    sft = run_sft(SFTConfig(policy=str(base), dataset=str(out / "sft.parquet"), output_dir=str(out / "sft"),
+    sft = run_stage(SFTConfig(policy=str(base), dataset=str(out / "sft.parquet"), output_dir=str(out / "sft"),
                             max_steps=args.sft_steps, batch_size=4, learning_rate=args.sft_lr, max_length=256,
                             seed=args.seed, lr_schedule="cosine", warmup_ratio=0.1, dtype=args.dtype))
     evaluate("sft", Path(sft.output_dir))
 
     t_grpo = time.time()
-    grpo = run_grpo(GRPOConfig(
+    grpo = run_stage(GRPOConfig(
         policy=str(sft.output_dir), dataset=str(out / "rl.parquet"), output_dir=str(out / "grpo"),
         rewards=["math"], max_steps=args.grpo_steps, num_generations=args.generations,
         prompts_per_step=args.prompts_per_step, max_new_tokens=args.max_new_tokens,

@@ -68,28 +68,39 @@ def recipe_reference_markdown() -> str:
            "## Stage kinds", "",
            "Registered in `spec/kinds.py`. An RL stage's `kind:` picks one; `sft_stages` and "
            "`reward_model` are the `sft` and `reward_model` kinds.", "",
-           "| kind | family | source domains | prompt columns | default rewards | eval domains (reward) | trainer |",
-           "|---|---|---|---|---|---|---|"]
+           "| kind | family | source domains | prompt columns | default rewards | eval domains (reward) | trainer | options |",
+           "|---|---|---|---|---|---|---|---|"]
     for k in stage_kinds():
         evald = ", ".join(f"{d} ({eval_reward_for(d)})" for d in k.eval_domains) or "–"
+        options = f"`{k.options.__name__}`" if k.options else "–"
         out.append(f"| `{k.name}` | {k.family} | {', '.join(k.source_domains)} | {', '.join(k.prompt_columns) or '–'} "
-                   f"| {', '.join(k.default_rewards) or '–'} | {evald} | `{k.trainer}` |")
+                   f"| {', '.join(k.default_rewards) or '–'} | {evald} | `{k.trainer}` | {options} |")
     out += ["", "### Adding a stage kind", "",
             "One module plus one registration line; import the module before the recipe is loaded "
             "(for example from your own Dagster code location):", "", "```python",
             "from spec.kinds import StageKind, register_stage_kind", "",
             "register_stage_kind(StageKind(",
-            '    "geometry", "rl", source_domains=("math",), trainer="trainer.stage:run_grpo",',
+            '    "geometry", "rl", source_domains=("math",), trainer="trainer.grpo:GRPOTrainer",',
             '    prompt_columns=("answer",), default_rewards=("math",),',
             '    description="GRPO on geometry problems."))',
             "```", "",
             "The recipe then accepts `kind: geometry`; the prompt set, the checkpoint asset, the lineage "
-            "and the evals read everything else from the registry. A kind with an `eval_domain` (and any "
+            "and the evals read everything else from the registry. A kind with its own training step names "
+            "its trainer class (a `trainer.base.TrainerBase` subclass), its run-config class (`config=`, a "
+            "`trainer.config.GRPOConfig` subclass with the extra fields) and the model of its `options:` block "
+            "(`options=`, a `spec.train.StageOptions` subclass; its `run_fields` fill the run config, its "
+            "`checkpoints` name other checkpoint stages the stage reads, its `problems` check them at load); "
+            "`tests/architecture/test_external_stage_kind.py` registers such a kind from outside the packages "
+            "and materializes it. A kind with an `eval_domain` (and any "
             "`extra_eval_domains`, (domain, reward) pairs) also gets a forgetting-matrix row for each one a "
             "benchmark declares as its `eval_domain`.", ""]
     for path, model in _blocks(Recipe, "", set()):
         title = f"`{path}`" if path else "Top level"
         out += [f"## {title}", "", (model.__doc__ or "").strip().splitlines()[0], "", fields_table(model), ""]
+    for k in stage_kinds():
+        if k.options is not None:
+            out += [f"## `rl_stages[].options` of `kind: {k.name}` ({k.options.__name__})", "",
+                    (k.options.__doc__ or "").strip().splitlines()[0], "", fields_table(k.options), ""]
     return "\n".join(out)
 
 

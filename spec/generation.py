@@ -89,7 +89,7 @@ class GenerationSpec(Settings):
     use: GenerationUse
     """`rejection` (SFT rows), `pass_rate` (RL prompts) or `swe_patches` (SWE candidate patches)."""
     model: str | None = None
-    """Teacher / reference: `smollm2`, `tiny`, a model folder, or a checkpoint stage of this recipe; `pass_rate` defaults to the input checkpoint of the first RL stage that uses it."""
+    """Teacher / reference: a built-in model (spec.models.BUILTIN_MODELS: `smollm2`, `tiny`), a model folder, or a checkpoint stage of this recipe; `pass_rate` defaults to the input checkpoint of the first RL stage that uses it."""
     engine: EngineSettings = Field(default_factory=EngineSettings)
     """Generation engine."""
     samples: int = Field(default=4, ge=1)

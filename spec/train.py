@@ -14,9 +14,10 @@ No torch import: the CLI, the Dagster code location and the recipe loader read t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationInfo, field_validator, model_validator
 
 from spec.yaml_load import BoundedDict
 
@@ -35,6 +36,20 @@ class Settings(BaseModel):
     """Base of every typed block: unknown keys are errors; field docstrings are the docs."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+def check_backend(value: str, info: ValidationInfo, algorithm: str) -> str:
+    """`backend` against the registered training backends the recipe loader passes in (context
+    `training_backends`: name -> algorithms it runs, None = all); without them only the shape is checked."""
+    backends = (info.context or {}).get("training_backends")
+    if backends is None:
+        return value
+    if value not in backends:
+        raise ValueError(f"unknown backend {value!r}; registered backends: {', '.join(sorted(backends))}")
+    runs = backends[value]
+    if runs is not None and algorithm not in runs:
+        raise ValueError(f"backend {value!r} runs only {', '.join(runs)}, not {algorithm}")
+    return value
 
 
 class DeepSpeedOptions(Settings):
@@ -59,8 +74,10 @@ class StageSettings(Settings):
     """Number of optimizer steps; None = derived from `epochs` (SFT) / required for GRPO."""
     save_steps: int = Field(default=0, ge=0)
     """Save a resumable checkpoint under output_dir/checkpoints/step_N every N steps (0 = only the final)."""
-    backend: Literal["torch", "deepspeed", "trl"] = "torch"
-    """Training backend: built-in torch, DeepSpeed ZeRO (torchrun ranks), or TRL (GRPO only)."""
+    algorithm: ClassVar[str] = ""
+    """The trainer algorithm these settings configure (a backend may run only some algorithms)."""
+    backend: str = Field(default="torch", min_length=1)
+    """Training backend, a registered name (trainer.backend_registry): built-in `torch`, `deepspeed` (ZeRO over torchrun ranks), `trl` (TRL's GRPOTrainer; GRPO only), or one your code registers."""
     dtype: Literal["auto", "fp32", "bf16"] = "auto"
     """Training precision: auto = bf16 autocast where the hardware has bf16 natively (GPUs, CPUs with AVX512-BF16/AMX), fp32 elsewhere."""
     learning_rate: float = Field(default=2e-5, gt=0)
@@ -86,12 +103,16 @@ class StageSettings(Settings):
     deterministic: bool = True
     """torch.use_deterministic_algorithms: bit-identical resume on CPU; disable for GPU speed."""
 
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, value: str, info: ValidationInfo) -> str:
+        return check_backend(value, info, cls.algorithm)
+
 
 class SFTSettings(StageSettings):
     """Supervised fine-tuning on chat-formatted rows; loss on assistant tokens only."""
 
-    backend: Literal["torch", "deepspeed"] = "torch"
-    """Training backend: built-in torch or DeepSpeed ZeRO (torchrun ranks)."""
+    algorithm: ClassVar[str] = "sft"
     epochs: float = Field(default=1.0, gt=0)
     """Passes over the dataset when max_steps is None (fractions allowed)."""
     batch_size: int = Field(default=8, ge=1)
@@ -112,6 +133,8 @@ class SFTSettings(StageSettings):
 
 class GRPOSettings(StageSettings):
     """One GRPO stage (the paper's defaults: on-policy, no KL, token-level loss)."""
+
+    algorithm: ClassVar[str] = "grpo"
 
     reward_timeout_s: float | None = Field(default=600.0, gt=0)
     """Wall-clock limit of one reward call (a step's rollouts); past it they score 0 as failures and the stage goes on."""
@@ -250,21 +273,83 @@ class RewardSpec(Settings):
             catalog.check_name(value)
         return value
 
+    # (the options the catalog validated, their typed values): private, so never dumped nor hashed.
+    _validated: tuple[dict[str, Any], dict[str, Any]] | None = None
+
     @model_validator(mode="after")
     def _known_options(self, info: ValidationInfo) -> "RewardSpec":
         catalog = (info.context or {}).get("reward_catalog")
         if catalog is not None:
-            catalog.check(self.name, self.options)
+            values = catalog.check(self.name, self.options)
+            self._validated = (dict(self.options), values) if isinstance(values, dict) else None
         return self
+
+    def validated_options(self) -> dict[str, Any] | None:
+        """The options as the reward catalog validated them at load (what the reward is built from, so
+        they are not validated again); None when no catalog checked them or `options` changed since."""
+        if self._validated is not None and self._validated[0] == self.options:
+            return self._validated[1]
+        return None
+
+
+@dataclass(frozen=True)
+class StagePlace:
+    """Where an RL stage sits in its recipe: what its options may refer to."""
+
+    name: str
+    """The stage's name."""
+    kind: str
+    """Its stage kind."""
+    domains: tuple[str, ...]
+    """The source domains its kind takes."""
+    earlier: tuple[str, ...]
+    """Checkpoint stages trained before it, `base_model` first."""
+    later: tuple[str, ...]
+    """RL stages trained after it."""
+
+
+class StageOptions(Settings):
+    """Base of a stage kind's `options:` model (spec.kinds.StageKind.options): the kind-specific block
+    of an RL stage, validated at load like every other block. Three hooks let a kind's options reach
+    the rest of the recipe without the platform knowing the kind: `problems` (cross-references checked
+    at load), `checkpoints` (other checkpoint stages the stage reads) and `run_fields` (what the
+    options put into the kind's run config)."""
+
+    def problems(self, place: StagePlace) -> list[str]:
+        """Cross-references that do not hold, as `field.path: message` lines relative to `options`."""
+        return []
+
+    def checkpoints(self) -> dict[str, str]:
+        """Checkpoint stages of this recipe the stage reads (role -> stage): its dependencies and
+        lineage inputs; `run_fields` receives their folders."""
+        return {}
+
+    def run_fields(self, folders: dict[str, str]) -> dict[str, Any]:
+        """The run-config fields these options fill; `folders`: role -> folder of each `checkpoints()` entry."""
+        return self.model_dump(mode="json")
 
 
 DEFAULT_MIX = {"mcqa": 0.55, "tool_call": 0.30, "structured_output": 0.15}
 """Cascade 2's multi-domain RL mix (arXiv 2603.19220): 55% MCQA, 30% tool use, 15% structured output."""
 
 
-class MOPDSettings(Settings):
-    """Multi-domain on-policy distillation (`kind: mopd`): whose teacher scores which prompts, and the
-    importance window of the train/inference mismatch correction."""
+class MixOptions(StageOptions):
+    """Multi-domain RL (`kind: multi_domain`): the share of each domain in every batch."""
+
+    mix: dict[str, PositiveFloat] = Field(default_factory=dict)
+    """Share of each domain in every batch (normalised, each > 0); empty = the paper's 55% mcqa, 30% tool_call, 15% structured_output."""
+
+    def problems(self, place: StagePlace) -> list[str]:
+        return [f"mix.{d}: a {place.kind} stage mixes {', '.join(place.domains)}" for d in self.mix if d not in place.domains]
+
+    def run_fields(self, folders: dict[str, str]) -> dict[str, Any]:
+        return {"mix": dict(self.mix)} if self.mix else {}
+
+
+class MOPDSettings(StageOptions):
+    """Multi-domain on-policy distillation (`kind: mopd`): each domain's teacher and the importance window.
+
+    The window bounds the correction of the train/inference mismatch."""
 
     teachers: dict[str, str] = Field(min_length=1)
     """Row domain -> checkpoint stage of this recipe trained before the MOPD stage (`base_model`, an SFT or
@@ -281,3 +366,24 @@ class MOPDSettings(Settings):
         if self.importance_min >= self.importance_max:
             raise ValueError("importance_min must be below importance_max")
         return self
+
+    def problems(self, place: StagePlace) -> list[str]:
+        out = []
+        for domain, teacher in self.teachers.items():
+            where = f"teachers.{domain}"
+            if domain != "default" and domain not in place.domains:
+                out.append(f"{where}: a {place.kind} stage takes no {domain!r} rows (domains: "
+                           f"{', '.join(place.domains)}, or `default`)")
+            if teacher == place.name:
+                out.append(f"{where}: the stage cannot be its own teacher")
+            elif teacher not in place.earlier:
+                what = "is trained after this stage" if teacher in place.later else "is not a checkpoint stage of this recipe"
+                out.append(f"{where}: teacher {teacher!r} {what}; a teacher is an earlier checkpoint "
+                           f"({', '.join(place.earlier)})")
+        return out
+
+    def checkpoints(self) -> dict[str, str]:
+        return dict(self.teachers)
+
+    def run_fields(self, folders: dict[str, str]) -> dict[str, Any]:
+        return self.model_dump(mode="json") | {"teachers": {d: folders[d] for d in self.teachers}}

@@ -23,25 +23,37 @@ waste (sorted, micro-batched by tokens); log-probs of the sampled tokens come fr
 forward (ratio 1 means the sampling-time log-probs enter no loss; they are only compared with the
 training ones, `rollout_logprob_diff_*` in the metrics).
 
-Modules
-  config.py        SFTConfig / GRPOConfig (pydantic, no torch import) + YAML loading + docs table.
-  models.py        tiny random Qwen2 + locally trained ChatML tokenizer (tests); SmolLM2 from GGUF.
-  rollout.py       RolloutEngine protocol; HFRolloutEngine (prefix-shared KV-cache sampling).
-  rollout_vllm.py  VLLMRolloutEngine: vLLM rollouts colocated on the trainer's GPU.
-  sft.py           SFT: assistant-only loss, packing, cosine schedule, grad accumulation.
-  prompt_set.py    RL prompts as every GRPO backend sees them: modes, rendering, the prompt stream.
-  grpo.py          GRPO step: rollouts -> rewards -> group advantages -> token-level loss.
-  batching.py      packed / prefix-shared batch layouts; log-probs with the LM head on targets only.
-  checkpointing.py periodic checkpoints with optimizer/scheduler/RNG/data-order state; resume.
-  lineage.py       lineage.json: parent, dataset version, rewards + versions, config hash, libs.
-  metrics.py       per-step metrics -> metrics.parquet + TensorBoard event files.
-  stage.py         the contract: run_sft / run_grpo -> StageResult; never overwrite; imports no backend.
-  backend_registry.py  backend name -> "module:run", imported lazily; register_backend().
-  loop.py          execute(): the loop shared by every backend and rank (resume, steps, outputs).
-  backends/        base.py (Backend base class, LR schedule, dtype, optimizer, NaN guard); torch
-                   (single process), deepspeed (ZeRO 1/2/3, torchrun), trl (adapter, D2).
-  evaluate.py      held-out evaluation of one checkpoint per domain, /think and /no_think.
-  cli.py           `cascade train sft|grpo --config PATH [--resume]`.
+Modules:
+  config.py            run configs (SFTConfig, GRPOConfig; pydantic, no torch) + YAML loading + docs tables
+  stage.py             the stage contract: a run config -> StageResult, whatever the backend; never overwrite
+  base.py              the `Trainer` protocol (attach, train_step, state_dict, summary) and its base class
+  loop.py              `execute()`: the loop every backend and rank runs (resume, steps, checkpoints, outputs)
+  backend_api.py       the `Backend` base class: LR schedule, dtype, optimizer, the NaN/inf guard
+  backend_registry.py  backend name -> `module:run`, imported lazily; `register_backend()`
+  backends/            torch (one process), DeepSpeed ZeRO (torchrun ranks), the TRL plug
+  sft.py               SFT: assistant-only loss, packing, cosine schedule, grad accumulation
+  grpo.py              GRPO step: rollouts -> rewards -> group advantages -> token-level loss
+  multi_domain.py      Cascade 2 multi-domain RL: one GRPO stage over a mix of domains
+  mopd.py              Cascade 2 multi-domain on-policy distillation from per-domain teachers
+  prompt_set.py        RL prompts as every GRPO backend sees them: modes, rendering, the prompt stream
+  scoring.py           scoring rollouts with a stage's rewards through the reward cache, never crashing
+  rollout.py           the rollout-engine protocol; `hf`: prefix-shared KV-cache sampling
+  rollout_vllm.py      vLLM rollouts colocated with the trainer, fed the new weights after every update
+  rollout_audit.py     `rollouts.parquet` of an RL checkpoint, its summary, `cascade audit`
+  batching.py          packed / prefix-shared batch layouts; log-probs with the LM head on targets only
+  attention.py         varlen attention for packed batches: segment boundaries, no L x L mask
+  checkpointing.py     resumable checkpoints: optimizer, scheduler, RNG and data-order state
+  metrics.py           per-step metrics -> metrics.parquet, plus the trackers
+  tracking.py          experiment trackers: TensorBoard, MLflow, Weights & Biases
+  lineage.py           a trained checkpoint's lineage record, through spec.lineage's one writer
+  model_card.py        a Hugging Face README.md in every checkpoint folder
+  models.py            the built-in models (tiny random Qwen2, SmolLM2 from GGUF) and the one model resolver
+  evaluate.py          held-out evaluation of one checkpoint per domain, /think and /no_think
+  tts.py               test-time scaling in the evals: generate k, select one, submit it
+  stats.py             intervals for one eval cell, paired tests for two checkpoints
+  gates.py             the verdicts: no_forgetting, learned, training_signal
+  cascade_report.py    the cascade report: did each stage learn its domain and keep the earlier ones?
+  cli.py               `cascade train sft|grpo --config PATH [--resume]` and `cascade audit`
 
 No dagster import anywhere here; torch/transformers are imported lazily on CLI paths.
 """

@@ -18,10 +18,9 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-from spec.nonfinite import NonFiniteLossError, check_finite
+from spec.nonfinite import check_finite
 
-__all__ = ["Backend", "NonFiniteLossError", "check_finite", "grad_norm", "lr_lambda", "make_optimizer",
-           "native_bf16", "resolve_dtype"]
+__all__ = ["Backend", "grad_norm", "lr_lambda", "make_optimizer", "native_bf16", "resolve_dtype"]
 
 
 def lr_lambda(total_steps: int, warmup_steps: int, schedule: str = "constant", min_ratio: float = 0.0) -> Callable[[int], float]:

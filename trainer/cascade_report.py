@@ -148,12 +148,6 @@ def _fmt(c: Mapping[str, Any] | None) -> str:
     return f"{c['score']:.1f} [{c['lo']:.1f}, {c['hi']:.1f}]"
 
 
-def _gate_word(g: Mapping[str, Any] | None) -> str:
-    if g is None:
-        return "–"
-    return "pass" if g.get("passed") else "FAIL"
-
-
 def _learned_text(g: Mapping[str, Any] | None) -> str:
     if not g or g.get("status") in (None, "missing", "no_eval_domain"):
         return (g or {}).get("status", "–")

@@ -1,4 +1,4 @@
-"""`cascade train sft|grpo --config PATH [--resume]`: one stage outside Dagster.
+"""`cascade train sft|grpo --config PATH [--resume]`: one trainer run outside Dagster (the algorithm names its run config).
 `cascade audit CHECKPOINT [--json] [--examples N]`: summary of an RL checkpoint's rollouts.parquet.
 
 CHECKPOINT is a checkpoint folder, its rollouts.parquet, or a stage name (the newest finished
@@ -19,8 +19,10 @@ AUDIT_HELP = "summarize an RL checkpoint's per-rollout rewards (score distributi
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from trainer.config import RUN_CONFIGS
+
     parser = subparsers.add_parser("train", help=TRAIN_HELP, description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("sft", "grpo"), help="stage kind")
+    parser.add_argument("algorithm", choices=sorted(RUN_CONFIGS), help="the trainer algorithm (its run config: SFTConfig / GRPOConfig)")
     parser.add_argument("--config", required=True, help="YAML file with SFTConfig / GRPOConfig fields")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
     parser.set_defaults(func=handler)
@@ -36,10 +38,10 @@ def handler(args: argparse.Namespace) -> int:
     from trainer.config import load_config
     from trainer.stage import run_stage
 
-    config = load_config(args.config, args.kind)
+    config = load_config(args.config, args.algorithm)
     if args.resume:
         config = config.model_copy(update={"resume": True})
-    result = run_stage(args.kind, config)
+    result = run_stage(config)
     print(json.dumps({"output_dir": str(result.output_dir), "lineage": str(result.lineage_path),
                       "metrics": str(result.metrics_path)}))
     return 0

@@ -1,17 +1,19 @@
-"""Run configs of the two trainer stages (pydantic; no torch import so the CLI and Dagster load
-them cheaply).
+"""Run configs of the trainers (pydantic; no torch import so the CLI and Dagster load them cheaply).
 
 A run config = the typed hyperparameters of `spec.train` (the same models a recipe's `train:`
 block is validated against, so each field is declared once) + what a run needs besides:
 policy, dataset, output folder, seed, resume, the lineage handed down by the platform, and for
 GRPO the rewards as one list of typed specs (`spec.train.RewardSpec`: name, weight, options).
-`config_reference_markdown()` renders every field's docstring into the README table.
+Each run config names the trainer (trainer.base.Trainer) that runs it by default, `trainer_class`;
+a stage kind may name another (spec.kinds.StageKind.trainer). `RUN_CONFIGS` maps each built-in
+algorithm to its run config for `cascade-train`. `config_reference_markdown()` renders every
+field's docstring into the docs' tables.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -19,7 +21,7 @@ from spec.docs import fields_table
 from spec.hashing import stable_hash
 from spec.train import DeepSpeedOptions, GRPOSettings, RewardSpec, SFTSettings
 
-__all__ = ["ConfigError", "GRPOConfig", "RewardSpec", "SFTConfig", "load_config", "parse_config"]
+__all__ = ["ConfigError", "GRPOConfig", "RunFields", "SFTConfig", "load_config", "parse_config"]
 
 
 class ConfigError(ValueError):
@@ -34,6 +36,8 @@ class RunFields(BaseModel):
     """Fields of a stage run that are not hyperparameters (the platform fills them from the recipe)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    trainer_class: ClassVar[str] = ""
+    """`module:Class` of the trainer that runs this config unless a stage kind names another."""
 
     policy: str
     """Input checkpoint: a Hugging Face model folder (safetensors + tokenizer)."""
@@ -56,9 +60,13 @@ class RunFields(BaseModel):
 class SFTConfig(SFTSettings, RunFields):
     """Supervised fine-tuning on chat-formatted rows; loss on assistant tokens only."""
 
+    trainer_class: ClassVar[str] = "trainer.sft:SFTTrainer"
+
 
 class GRPOConfig(GRPOSettings, RunFields):
     """One GRPO stage (the paper's defaults: on-policy, no KL, token-level loss)."""
+
+    trainer_class: ClassVar[str] = "trainer.grpo:GRPOTrainer"
 
     rewards: list[RewardSpec] = Field(min_length=1)
     """Rewards of the weighted sum: `{name, weight, options}` each (a plain name is `{name: ...}`)."""
@@ -66,7 +74,8 @@ class GRPOConfig(GRPOSettings, RunFields):
     """Reward cache (sqlite) every rollout's score goes through, keyed by reward name + version, prompt, completion and row columns: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with the evals), `"off"` or `""` = no cache. Not in the config hash: a cached score is the score."""
 
 
-CONFIG_KINDS: dict[str, type[RunFields]] = {"sft": SFTConfig, "grpo": GRPOConfig}
+RUN_CONFIGS: dict[str, type[RunFields]] = {"sft": SFTConfig, "grpo": GRPOConfig}
+"""The run config of each built-in algorithm that `cascade-train ALGORITHM CONFIG.yaml` runs."""
 
 
 def _format_errors(err: ValidationError, source: str) -> str:
@@ -77,31 +86,31 @@ def _format_errors(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def parse_config(data: dict[str, Any], kind: str, source: str = "config") -> RunFields:
-    """Validate a dict as an `sft` or `grpo` config; errors name the offending fields."""
-    if kind not in CONFIG_KINDS:
-        raise ConfigError(f"unknown config kind {kind!r}; expected one of {sorted(CONFIG_KINDS)}")
+def parse_config(data: dict[str, Any], algorithm: str, source: str = "config") -> RunFields:
+    """Validate a dict as an `sft` or `grpo` run config; errors name the offending fields."""
+    if algorithm not in RUN_CONFIGS:
+        raise ConfigError(f"unknown algorithm {algorithm!r}; expected one of {sorted(RUN_CONFIGS)}")
     try:
-        return CONFIG_KINDS[kind].model_validate(data)
+        return RUN_CONFIGS[algorithm].model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_errors(err, source)) from None
 
 
-def load_config(path: str | Path, kind: str) -> RunFields:
-    """Load a YAML stage config (`kind` = sft | grpo)."""
+def load_config(path: str | Path, algorithm: str) -> RunFields:
+    """Load a YAML run config (`algorithm` = sft | grpo)."""
     import yaml
 
     path = Path(path)
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"invalid {path}: top level must be a mapping, got {type(data).__name__}")
-    return parse_config(data, kind, source=str(path))
+    return parse_config(data, algorithm, source=str(path))
 
 
 def config_reference_markdown() -> str:
     """Markdown tables (field, type, default, meaning) for SFTConfig, GRPOConfig and DeepSpeed options."""
     out = []
-    for kind, cls in CONFIG_KINDS.items():
-        out += [f"### `{kind}` ({cls.__name__})", "", cls.__doc__ or "", "", fields_table(cls), ""]
+    for algorithm, cls in RUN_CONFIGS.items():
+        out += [f"### `{algorithm}` ({cls.__name__})", "", cls.__doc__ or "", "", fields_table(cls), ""]
     out += ["### `deepspeed` options", "", fields_table(DeepSpeedOptions)]
     return "\n".join(out) + "\n"

@@ -91,21 +91,6 @@ class EvalScore:
                 "interval": ci.method, "n": n, "reasons": dict(self.reasons), "rows": dict(self.row_scores)}
 
 
-def eval_set_from_parquet(path: str | os.PathLike, domain: str, limit: int | None = None,
-                          **reward_options: Any) -> EvalSet:
-    """Read an eval table and attach the reward that scores `domain` (spec.kinds.eval_reward_for;
-    `rm` needs model_path)."""
-    import pyarrow.parquet as pq
-
-    from rewards.registry import get_reward
-    from spec.kinds import eval_reward_for
-
-    table = pq.read_table(path)
-    if limit is not None:
-        table = table.slice(0, limit)
-    return EvalSet(table, get_reward(eval_reward_for(domain), **reward_options))
-
-
 def render_prompts(prompts: Sequence[str], mode: str, tools: Sequence[Any] | None = None) -> list[str]:
     """ChatML generation prompts, rendered exactly as the trainer renders them (a row's `tools`,
     when it has them, go into the system turn as in training, so tool-call evals see their tools)."""

@@ -23,19 +23,15 @@ import sys
 import time
 from typing import Any
 
+from trainer.base import TrainerBase
 from trainer.batching import build_group_batch, gap_metrics, sampler_gap, target_logprobs
+from trainer.config import GRPOConfig
 from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout, resolve_rollout_engine
 from trainer.rollout_audit import RolloutAudit, reward_entry
-from trainer.scoring import (
-    cache_counts,
-    load_rewards,
-    score_results,
-    score_reward,
-    scorers,
-)
+from trainer.scoring import cache_counts, load_rewards, score_results, scorers
 
-__all__ = ["GRPOTrainer", "group_advantages", "load_rewards", "score_reward"]  # the last two live in trainer.scoring
+__all__ = ["GRPOTrainer", "carries_signal", "group_advantages"]
 
 _ZERO_STD = 1e-6  # below this a group's rewards count as equal (no signal)
 
@@ -68,13 +64,15 @@ def _stats(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
-class GRPOTrainer:
-    kind = "grpo"
+class GRPOTrainer(TrainerBase[GRPOConfig]):
+    """Group-relative policy optimisation: sample G rollouts per prompt, score them, one update."""
+
+    algorithm = "grpo"
     progress_keys = ("reward_mean", "reward_std", "zero_var_frac", "completion_len_mean", "entropy", "grad_norm",
                      "time_generation_s", "time_training_s")
 
-    def __init__(self, config: Any, tokenizer: Any, world_size: int = 1, rank: int = 0):
-        self.config, self.tokenizer, self.rank, self.world_size = config, tokenizer, rank, world_size
+    def __init__(self, config: GRPOConfig, tokenizer: Any, world_size: int = 1, rank: int = 0):
+        super().__init__(config, tokenizer, world_size=world_size, rank=rank)
         prompts = load_prompt_set(config, tokenizer)
         self.rows, self.prompt_ids, self.modes = prompts.rows, prompts.token_ids, prompts.modes
         self.row_ids = [str(i if r.get("row_id") is None else r["row_id"]) for i, r in enumerate(self.rows)]
@@ -82,8 +80,6 @@ class GRPOTrainer:
         self.rewards, self.weights, self._reward_records = load_rewards(config.rewards)
         self.total_steps, self.warmup_steps = config.max_steps, config.warmup_steps
         self.order = prompts.order(config)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.backend: Any = None
         self.engine: Any = None
         self.engine_name = "hf"  # the rollout engine in use (`auto` resolved), set by attach
         self.reference: Any = None
@@ -99,7 +95,7 @@ class GRPOTrainer:
         self.audit = RolloutAudit(cfg.output_dir, enabled=backend.is_main)
         self.engine_name, why = resolve_rollout_engine(cfg.rollout_engine, self.world_size)
         if backend.is_main:
-            print(f"[grpo] rollout engine: {self.engine_name} ({why})", file=sys.stderr, flush=True)
+            print(f"[{self.algorithm}] rollout engine: {self.engine_name} ({why})", file=sys.stderr, flush=True)
         if self.engine_name == "vllm":
             from trainer.rollout_vllm import VLLMRolloutEngine
 
@@ -111,12 +107,6 @@ class GRPOTrainer:
         if cfg.kl_coef > 0:  # frozen copy of the stage's input policy
             self.reference = AutoModelForCausalLM.from_pretrained(cfg.policy, dtype=torch.float32).to(backend.device)
             self.reference.eval().requires_grad_(False)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"data_order": self.order.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.order.load_state_dict(state["data_order"])
 
     def summary(self) -> dict[str, Any]:
         return {"prompts": len(self.rows), "skipped_long_prompts": self.skipped_long,

@@ -6,7 +6,7 @@ them as they are. Run by hand (`cascade train`), the version hashes what determi
 (the parent's version, the dataset version, every reward's source version, the config hash) with
 the same `stable_hash`, and the inputs name the parent checkpoint and the dataset.
 
-Besides the common keys the record holds the trainer kind, backend, parent and dataset, the
+Besides the common keys the record holds the trainer's algorithm, backend, parent and dataset, the
 rewards with their versions, the full config and its hash, seed, library versions, the git
 commit and the run summary: enough to audit a checkpoint without Dagster.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from spec.hashing import file_digest, stable_hash
-from spec.lineage import LINEAGE_FILE, input_ref, make_record, read_record
+from spec.lineage import input_ref, make_record, read_record
 
-__all__ = ["LINEAGE_FILE", "build_lineage", "read_lineage"]
+__all__ = ["build_lineage", "read_lineage"]
 _LIBRARIES = ("torch", "transformers", "tokenizers", "deepspeed", "trl", "accelerate", "pyarrow", "numpy")
 
 
@@ -67,7 +67,7 @@ def git_commit() -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
-def build_lineage(config: Any, kind: str, rewards: list[dict[str, Any]] | None = None,
+def build_lineage(config: Any, algorithm: str, rewards: list[dict[str, Any]] | None = None,
                   summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """The lineage record of a stage run (`rewards`: [{name, version, weight, options}])."""
     rewards = rewards or []
@@ -83,7 +83,7 @@ def build_lineage(config: Any, kind: str, rewards: list[dict[str, Any]] | None =
                                "rewards": [(r["name"], r["version"]) for r in rewards], "config": config_hash}, 32)
     return make_record(
         asset, version, config.output_dir, code_version, inputs,
-        kind=kind, backend=config.backend, parent=parent, dataset=dataset, rewards=rewards,
+        algorithm=algorithm, backend=config.backend, parent=parent, dataset=dataset, rewards=rewards,
         config=config.model_dump(mode="json"), config_hash=config_hash, seed=config.seed,
         libraries=library_versions(), git=git_commit(), summary=summary or {},
         **({"overrides": given["overrides"]} if given.get("overrides") else {}))

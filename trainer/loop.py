@@ -1,12 +1,13 @@
 """The training loop shared by every backend and rank: resume, steps, checkpoints, final outputs.
 
-`execute(kind, config, make_backend)` loads the tokenizer and the policy (or the latest
-checkpoint when resuming), builds the SFT or GRPO trainer, attaches the backend that
-`make_backend(model, trainer)` returns, runs the optimizer steps with periodic checkpoints and
-metrics, then writes the output folder and, last, lineage.json. The torch backend runs it in one
-process; every DeepSpeed rank runs it under torchrun. A NaN/inf loss or gradient norm (the
-backend's guard, trainer.backend_api) stops the stage before that step's update: the error names
-the kind, the output folder, the step and the last good checkpoint, which `resume` goes on from.
+`execute(config, trainer, make_backend)` loads the tokenizer and the policy (or the latest
+checkpoint when resuming), builds the trainer class `trainer` names (`module:Class`, a
+trainer.base.Trainer), attaches the backend that `make_backend(model, trainer)` returns, runs the
+optimizer steps with periodic checkpoints and metrics, then writes the output folder and, last,
+lineage.json. The torch backend runs it in one process; every DeepSpeed rank runs it under
+torchrun. A NaN/inf loss or gradient norm (the backend's guard, trainer.backend_api) stops the
+stage before that step's update: the error names the algorithm, the output folder, the step and
+the last good checkpoint, which `resume` goes on from.
 """
 
 from __future__ import annotations
@@ -16,32 +17,22 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from spec.entry_points import import_target
 from spec.lineage import write_record
 from spec.nonfinite import NonFiniteLossError
 from trainer.lineage import build_lineage
 from trainer.metrics import MetricsWriter, format_line
+from trainer.base import Trainer
+from trainer.config import RunFields
 from trainer.stage import StageResult, result_for
 
 
-TRAINERS = {"mopd": "trainer.mopd:MOPDTrainer", "multi_domain": "trainer.multi_domain:MultiDomainTrainer"}
-"""Trainer classes of the run kinds besides sft and grpo (GRPO variants built beside it)."""
+def build_trainer(trainer_class: str, config: RunFields, tokenizer: Any, world_size: int, rank: int) -> Trainer:
+    """An instance of the trainer class `trainer_class` (`module:Class`) names."""
+    return import_target(trainer_class)(config, tokenizer, world_size=world_size, rank=rank)
 
 
-def _make_trainer(kind: str, config: Any, tokenizer: Any, world_size: int, rank: int) -> Any:
-    if kind == "sft":
-        from trainer.sft import SFTTrainer
-
-        return SFTTrainer(config, tokenizer, world_size=world_size, rank=rank)
-    if kind in TRAINERS:
-        from spec.entry_points import import_target
-
-        return import_target(TRAINERS[kind])(config, tokenizer, world_size=world_size, rank=rank)
-    from trainer.grpo import GRPOTrainer
-
-    return GRPOTrainer(config, tokenizer, world_size=world_size, rank=rank)
-
-
-def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
+def execute(config: RunFields, trainer_class: str, make_backend: Callable[[Any, Trainer], Any],
             world_size: int = 1, rank: int = 0) -> StageResult:
     """The loop shared by every backend and rank: resume, steps, checkpoints, final outputs."""
     import torch
@@ -57,7 +48,8 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
     ckpt = latest_checkpoint(out) if config.resume else None
     tokenizer = AutoTokenizer.from_pretrained(config.policy)
     model = AutoModelForCausalLM.from_pretrained(ckpt / "model" if ckpt else config.policy, dtype=torch.float32)
-    trainer = _make_trainer(kind, config, tokenizer, world_size, rank)
+    trainer = build_trainer(trainer_class, config, tokenizer, world_size, rank)
+    algorithm = trainer.algorithm
     backend = make_backend(model, trainer)
     trainer.attach(backend)
     metrics = MetricsWriter(out, config.tensorboard, enabled=backend.is_main, tracking=config.tracking)
@@ -68,7 +60,7 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
         start = int(state["step"])
         metrics.resume_from(start)
         if backend.is_main:
-            print(f"[{kind}] resumed from {ckpt}", file=sys.stderr)
+            print(f"[{algorithm}] resumed from {ckpt}", file=sys.stderr)
     finished = False
     try:
         for step in range(start, trainer.total_steps):
@@ -76,11 +68,11 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
                 values = trainer.train_step(step)
             except NonFiniteLossError as err:
                 last = latest_checkpoint(out)
-                err.locate(step=step + 1, kind=kind, stage=str(out), checkpoint=str(last) if last else None)
+                err.locate(step=step + 1, algorithm=algorithm, stage=str(out), checkpoint=str(last) if last else None)
                 raise
             metrics.log(step, values)
             if backend.is_main and (step % config.log_every == 0 or step + 1 == trainer.total_steps):
-                print(f"[{kind}] " + format_line(step, trainer.total_steps, values, trainer.progress_keys),
+                print(f"[{algorithm}] " + format_line(step, trainer.total_steps, values, trainer.progress_keys),
                       file=sys.stderr, flush=True)
             if config.save_steps and (step + 1) % config.save_steps == 0 and step + 1 < trainer.total_steps:
                 metrics.flush()
@@ -92,7 +84,7 @@ def execute(kind: str, config: Any, make_backend: Callable[[Any, Any], Any],
             summary["final_metrics"] = {k: v for k, v in metrics.rows[-1].items() if isinstance(v, float)}
         if backend.is_main:
             rewards = trainer.reward_records() if hasattr(trainer, "reward_records") else None
-            write_record(out, build_lineage(config, kind, rewards=rewards, summary=summary))
+            write_record(out, build_lineage(config, algorithm, rewards=rewards, summary=summary))
             shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the finished stage supersedes them
         backend.barrier()
         finished = True

@@ -1,6 +1,8 @@
-"""Models the platform ships with: a tiny random one for tests, SmolLM2-135M-Instruct for real runs.
+"""Models the platform ships with (a tiny random one for tests, SmolLM2-135M-Instruct for real
+runs; their names are spec.models.BUILTIN_MODELS) and `model_folder`, the one resolver from a
+model name (built-in, folder, `${CASCADE_HOME}/...`) to a folder and its content version.
 
-Both are plain Hugging Face folders (safetensors + tokenizer + ChatML chat template +
+Both built-ins are plain Hugging Face folders (safetensors + tokenizer + ChatML chat template +
 generation_config.json), so every stage, backend and test loads them the same way.
 """
 
@@ -12,6 +14,7 @@ import random
 import shutil
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 # ChatML exactly as curation.chat.render_messages renders it, /no_think prefill included (a test
 # checks they agree). No implicit system turn: callers build messages with curation.chat.prompt_messages.
@@ -143,8 +146,11 @@ def smollm2_gguf_path() -> Path:
 
 
 def default_base_model_dir() -> Path:
-    home = Path(os.environ.get("CASCADE_HOME", ".cascade"))
-    return home / "models" / "smollm2-135m-instruct"
+    """Where `smollm2` is converted to: `$CASCADE_HOME/models/smollm2-135m-instruct`."""
+    from spec.models import BUILTIN_MODELS
+    from spec.paths import cascade_home
+
+    return cascade_home() / "models" / BUILTIN_MODELS["smollm2"].folder
 
 
 def ensure_base_model(dest: str | os.PathLike | None = None) -> Path:
@@ -191,26 +197,58 @@ def ensure_base_model(dest: str | os.PathLike | None = None) -> Path:
     return dest
 
 
-def model_folder(name: str, home: str | os.PathLike | None = None) -> tuple[Path, str]:
-    """(folder, content version) of a model named by a recipe or `cascade generate --model`:
-    `tiny`, `smollm2` or a Hugging Face folder. The version is the folder's lineage data version
-    when it has one (a checkpoint), else a digest of its files. ValueError for anything else."""
+def make_builtin(name: str, dest: str | os.PathLike, seed: int = 0) -> Path:
+    """Write the built-in model `name` (spec.models.BUILTIN_MODELS) to `dest`, once; its folder.
+    `seed` picks the weights of a seeded one (tiny) and is ignored otherwise."""
+    from spec.entry_points import import_target
+    from spec.models import BUILTIN_MODELS
+
+    model = BUILTIN_MODELS[name]
+    make = import_target(model.make)
+    return Path(make(dest, seed=seed) if model.seeded else make(dest))
+
+
+class ModelFolder(NamedTuple):
+    """A local model resolved for an engine or a trainer."""
+
+    path: Path
+    """The Hugging Face folder (absolute)."""
+    version: str
+    """Its content version: the folder's lineage data version when it has one (a checkpoint), else
+    a digest of its files (the generation cache keys on it)."""
+
+
+def model_folder(name: str, home: str | os.PathLike | None = None,
+                 relative_to: str | os.PathLike | None = None) -> ModelFolder:
+    """The one resolver of a local model, for the generation assets and `cascade generate`:
+
+    - a built-in name (spec.models.BUILTIN_MODELS): built on first use under `<home>/models/`;
+    - `${CASCADE_HOME}/...` (how metadata and lineage records store paths): against `home`;
+    - any other path (`~` expands): a Hugging Face folder, relative to `relative_to` (default
+      the working directory).
+
+    `home` defaults to `$CASCADE_HOME`. A checkpoint asset is looked up by the caller (the asset's
+    upstream, or the Dagster instance) and its folder passed here. ValueError when `name` is none
+    of these or the folder is not a Hugging Face model."""
     from spec.hashing import file_digest
     from spec.lineage import read_record
-    from spec.paths import cascade_home
+    from spec.models import BUILTIN_MODELS
+    from spec.paths import HOME_TOKEN, cascade_home
 
-    base = Path(home or cascade_home()) / "models"
-    if name == "tiny":
-        path = make_tiny_model(base / "tiny", seed=0)
-    elif name == "smollm2":
-        path = ensure_base_model()
+    home = Path(home) if home is not None else cascade_home()
+    if name in BUILTIN_MODELS:
+        path = make_builtin(name, home / "models" / BUILTIN_MODELS[name].folder)
     else:
-        path = Path(name).expanduser()
+        if name.startswith(HOME_TOKEN):
+            path = home / name[len(HOME_TOKEN):].lstrip("/\\")
+        else:
+            path = Path(relative_to or ".") / Path(name).expanduser()
         if not path.is_dir():
-            raise ValueError(f"model {name!r}: expected tiny, smollm2 or a model folder")
+            raise ValueError(f"model {name!r}: expected a built-in model ({', '.join(BUILTIN_MODELS)}) "
+                             f"or a model folder ({path} is not a folder)")
         if not (path / "config.json").is_file():
-            raise ValueError(f"model {name!r}: folder has no config.json (not a Hugging Face model)")
+            raise ValueError(f"model {name!r}: {path} has no config.json (not a Hugging Face model)")
         path = path.resolve()
     record = read_record(path)
     version = str(record["data_version"]) if record and record.get("data_version") else file_digest(path)
-    return path, version
+    return ModelFolder(path, version)

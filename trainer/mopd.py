@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -44,11 +44,13 @@ from trainer.batching import build_group_batch, gap_metrics, sampler_gap, target
 from trainer.config import GRPOConfig
 from trainer.grpo import GRPOTrainer
 
-__all__ = ["MOPDConfig", "MOPDTrainer", "mopd_loss", "run_mopd", "teacher_key"]
+__all__ = ["MOPDConfig", "MOPDTrainer", "mopd_loss", "teacher_key"]
 
 
 class MOPDConfig(MOPDSettings, GRPOConfig):
     """A MOPD stage: GRPOConfig's sampling settings plus the teachers (model folders) per domain."""
+
+    trainer_class: ClassVar[str] = "trainer.mopd:MOPDTrainer"
 
     backend: Literal["torch"] = "torch"
     """Training backend (MOPD runs on the built-in torch backend)."""
@@ -88,11 +90,11 @@ def mopd_loss(logp_train: Any, logp_teacher: Any, logp_inf: Any, n_valid: float,
 class MOPDTrainer(GRPOTrainer):
     """GRPO's prompt stream, rollout engine and micro-batching with the MOPD objective."""
 
-    kind = "mopd"
+    algorithm = "mopd"
     progress_keys = ("reverse_kl", "clipped_frac", "adv_mean", "completion_len_mean", "grad_norm",
                      "time_generation_s", "time_teacher_s", "time_training_s")
 
-    def __init__(self, config: Any, tokenizer: Any, world_size: int = 1, rank: int = 0):
+    def __init__(self, config: MOPDConfig, tokenizer: Any, world_size: int = 1, rank: int = 0):
         super().__init__(config, tokenizer, world_size=world_size, rank=rank)
         self.route = [teacher_key(r.get("domain"), config.teachers) for r in self.rows]  # raises early
         self._loaded: dict[str, Any] = {}
@@ -248,9 +250,3 @@ class MOPDTrainer(GRPOTrainer):
             out["reward_mean"] = (sum(a["reward"] for a in m["audit"]) / len(m["audit"])) if m["audit"] else math.nan
         return out
 
-
-def run_mopd(config: MOPDConfig) -> Any:
-    """Run a MOPD stage (trainer.stage contract: a finished folder with the same config is returned as is)."""
-    from trainer.stage import run_stage
-
-    return run_stage("mopd", config)

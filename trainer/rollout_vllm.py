@@ -21,7 +21,7 @@ from typing import Any
 from generation.vllm_engine import VLLMEngine, VLLMOptions, vllm_available
 from trainer.rollout import EngineRollouts
 
-__all__ = ["VLLMOptions", "VLLMRolloutEngine", "vllm_available"]
+__all__ = ["VLLMRolloutEngine"]
 
 
 class VLLMRolloutEngine(EngineRollouts):

@@ -1,47 +1,44 @@
-"""Scoring rollouts with a stage's rewards: build them, put the reward cache in front, never crash.
+"""Scoring rollouts with a stage's rewards: built once, behind the reward cache, fed the columns they read.
 
-What: `load_rewards` builds a stage's rewards from their typed specs; `scorers` puts each behind
-the shared reward cache (rewards.cache; batch-dependent rewards pass through it); `score_results`
-runs one reward on a batch and returns a RewardResult per completion (score, reason, infra flag)
-plus the number of failed scorings; `score_reward` is its float view (the TRL plug's reward calls).
+What: `load_rewards` takes a stage's rewards from their typed specs (rewards.registry.build_reward:
+built from the options the recipe loader validated, the same instance the checkpoint asset's
+version look-up built); `scorers` puts each behind the shared reward cache (rewards.cache;
+batch-dependent rewards pass through it); `score_results` runs one reward on a batch with the
+columns its registry entry declares (rewards.registry.reward_columns; a plug-in gets them all)
+and returns a RewardResult per completion plus the number of failed scorings; `score_reward` is
+its float view (the TRL plug's reward calls).
 
 Why results and not floats: the per-rollout audit table (trainer.rollout_audit) records *why* each
-rollout scored what it did, so `Reward.score()` is preferred to the TRL-style `__call__`. A plain
-function reward (no `score`) still works: its numbers are recorded with reason "scored".
+rollout scored what it did.
 
-Contract: a reward that raises, returns the wrong count or outlives `timeout_s` gives zeros flagged
-as infra errors (`reward_error`, `reward_timeout`), never a crash or a hung stage.
+Failure is not handled here: `Reward.score` contains it in one place (rewards.base.contain: a
+raise, a wrong count, a score that is not a finite number or a call past `timeout_s` is a zero
+score flagged infra_error with its reason, never a crash or a hung stage); this module counts them.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-import threading
 from typing import Any
 
-from rewards.base import RewardResult
-
-FAILED_REASONS = ("timeout", "reward_error", "reward_timeout")
-"""Reasons counted as failed scorings (besides any result flagged infra_error)."""
+from rewards.base import Reward, RewardResult
 
 
-def load_rewards(specs: list[Any]) -> tuple[list[Any], list[float], list[dict[str, Any]]]:
+def load_rewards(specs: list[Any]) -> tuple[list[Reward], list[float], list[dict[str, Any]]]:
     """(reward objects, weights, lineage records) of a stage's typed reward specs.
 
     Names resolve through rewards.registry (built-ins, or `module:attr` plug-ins); every record
-    carries the reward's version (a digest of its source, plus what its options change) so lineage names the
-    exact reward code that scored the stage.
+    carries the reward's version (a digest of its source, plus what its options change) so lineage
+    names the exact reward code that scored the stage.
     """
-    from rewards.registry import get_reward, reward_version
+    from rewards.registry import build_reward, reward_version
 
-    rewards = [get_reward(s.name, **s.options) for s in specs]
+    rewards = [build_reward(s, keep=False) for s in specs]  # this stage owns them from here
     records = [{"name": s.name, "version": reward_version(r), "weight": s.weight, "options": dict(s.options)}
                for s, r in zip(specs, rewards)]
     return rewards, [s.weight for s in specs], records
 
 
-def scorers(rewards: list[Any], cache_setting: str | None) -> list[Any]:
+def scorers(rewards: list[Reward], cache_setting: str | None) -> list[Reward]:
     """Each reward behind the reward cache that `cache_setting` names (GRPOConfig.reward_cache)."""
     from rewards.cache import cache_path, maybe_cached
 
@@ -54,62 +51,20 @@ def cache_counts(scorer: Any) -> tuple[int, int]:
     return int(getattr(scorer, "hits", 0)), int(getattr(scorer, "misses", 0))
 
 
-def reward_name(reward: Any) -> str:
-    """A reward's name for logs: its `name`, a function's `__name__`, else its type."""
-    return str(getattr(reward, "name", None) or getattr(reward, "__name__", None) or type(reward).__name__)
-
-
-def _failed(n: int, reason: str, detail: str) -> list[RewardResult]:
-    return [RewardResult(0.0, reason, True, detail) for _ in range(n)]
-
-
-def _finite(result: Any) -> RewardResult:
-    score = result.score
-    ok = score is not None and math.isfinite(float(score))
-    return RewardResult(float(score) if ok else None, str(getattr(result, "reason", "scored")),
-                        bool(getattr(result, "infra_error", False)), getattr(result, "detail", None))
-
-
-def _score_now(reward: Any, prompts: list[str], completions: list[str],
-               columns: dict[str, list]) -> tuple[list[RewardResult], int]:
-    try:
-        if hasattr(reward, "score"):
-            results = list(reward.score(prompts, completions, **columns))
-        else:  # a plain TRL-style function: numbers only, no reasons
-            results = [RewardResult(s, "scored") for s in reward(prompts, completions, **columns)]
-        if len(results) != len(completions):
-            raise RuntimeError(f"{len(results)} scores for {len(completions)} completions")
-        results = [_finite(r) for r in results]
-        return results, sum(1 for r in results if r.infra_error or r.reason in FAILED_REASONS)
-    except Exception as err:  # noqa: BLE001 - contract: a reward never stops the stage
-        print(f"[grpo] reward {reward_name(reward)} failed: {type(err).__name__}: {err}", file=sys.stderr)
-        return _failed(len(completions), "reward_error", f"{type(err).__name__}: {err}"), len(completions)
-
-
-def score_results(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list],
+def score_results(reward: Reward, prompts: list[str], completions: list[str], columns: dict[str, list],
                   timeout_s: float | None = None) -> tuple[list[RewardResult], int]:
-    """One RewardResult per completion plus the count of failed scorings; a reward that raises or
-    outlives `timeout_s` gives zero scores flagged infra_error, never a crash or a hung stage.
+    """One RewardResult per completion, scored with the columns `reward` reads, plus the count of
+    failed scorings (results flagged infra_error); `timeout_s` bounds the call (rewards.base.contain)."""
+    from rewards.registry import reward_columns
 
-    The call runs in a daemon thread when there is a timeout: a Python thread cannot be killed,
-    so a hung reward is abandoned (it cannot block the exit either). Built-in verifiers enforce
-    their own per-completion limits in killable processes; this bounds plug-in rewards.
-    """
-    if timeout_s is None:
-        return _score_now(reward, prompts, completions, columns)
-    box: list[tuple[list[RewardResult], int]] = []
-    worker = threading.Thread(target=lambda: box.append(_score_now(reward, prompts, completions, columns)),
-                              name=f"reward-{reward_name(reward)}", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if box:
-        return box[0]
-    print(f"[grpo] reward {reward_name(reward)} timed out after {timeout_s:g} s on {len(completions)} "
-          "completions: scored 0 and counted as failures", file=sys.stderr)
-    return _failed(len(completions), "reward_timeout", f"no result within {timeout_s:g} s"), len(completions)
+    reads = reward_columns(reward.name)
+    if reads is not None:
+        columns = {k: v for k, v in columns.items() if k in reads}
+    results = reward.score(prompts, completions, timeout_s=timeout_s, **columns)
+    return results, sum(1 for r in results if r.infra_error)
 
 
-def score_reward(reward: Any, prompts: list[str], completions: list[str], columns: dict[str, list],
+def score_reward(reward: Reward, prompts: list[str], completions: list[str], columns: dict[str, list],
                  timeout_s: float | None = None) -> tuple[list[float | None], int]:
     """`score_results` as numbers: (one score or None per completion, count of failed scorings)."""
     results, failures = score_results(reward, prompts, completions, columns, timeout_s)

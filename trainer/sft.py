@@ -15,8 +15,10 @@ import math
 import time
 from typing import Any
 
+from trainer.base import TrainerBase
 from trainer.batching import build_batch, target_logprobs
 from trainer.checkpointing import DataOrder
+from trainer.config import SFTConfig
 
 Segment = tuple[list[int], list[bool]]
 
@@ -71,14 +73,14 @@ def load_sft_segments(config: Any, tokenizer: Any) -> tuple[list[Segment], dict[
     return segments, dropped
 
 
-class SFTTrainer:
+class SFTTrainer(TrainerBase[SFTConfig]):
     """Owns data and the step function; the stage runner owns the loop, checkpoints and outputs."""
 
-    kind = "sft"
+    algorithm = "sft"
     progress_keys = ("loss", "lr", "grad_norm", "tokens_per_s")
 
-    def __init__(self, config: Any, tokenizer: Any, world_size: int = 1, rank: int = 0):
-        self.config, self.tokenizer, self.rank, self.world_size = config, tokenizer, rank, world_size
+    def __init__(self, config: SFTConfig, tokenizer: Any, world_size: int = 1, rank: int = 0):
+        super().__init__(config, tokenizer, world_size=world_size, rank=rank)
         segments, self.dropped = load_sft_segments(config, tokenizer)
         if not segments:
             raise ValueError(f"{config.dataset}: no SFT rows with assistant tokens")
@@ -87,17 +89,6 @@ class SFTTrainer:
         self.total_steps = config.max_steps or max(1, math.ceil(len(self.rows) * config.epochs / self.rows_per_step))
         self.warmup_steps = int(round(config.warmup_ratio * self.total_steps))
         self.order = DataOrder(len(self.rows), config.seed)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.backend: Any = None
-
-    def attach(self, backend: Any) -> None:
-        self.backend = backend
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"data_order": self.order.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.order.load_state_dict(state["data_order"])
 
     def summary(self) -> dict[str, Any]:
         return {"rows": sum(len(r) for r in self.rows), "sequences": len(self.rows),

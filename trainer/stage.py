@@ -1,4 +1,4 @@
-"""The stage contract: run_sft / run_grpo(config) -> StageResult, whatever the backend.
+"""The stage contract: run_stage(config, trainer) -> StageResult, whatever the backend.
 
 Output folder (Hugging Face layout): model.safetensors, config.json, generation_config.json,
 tokenizer files + chat template, lineage.json, metrics.parquet, tb/. `lineage.json` is written
@@ -6,8 +6,9 @@ last and marks the folder finished: a finished folder is never overwritten (the 
 returns it as is, another config is an error). An unfinished folder is resumed (`resume`) or
 refused, so a crashed run is never silently clobbered.
 
-This module is the contract only: `run_stage` dispatches through trainer.backend_registry, and
-the loop shared by the torch and DeepSpeed backends is trainer.loop. Nothing here imports a
+This module is the contract only: `run_stage` dispatches through trainer.backend_registry, the
+loop shared by the torch and DeepSpeed backends is trainer.loop, and the trainer it runs follows
+trainer.base.Trainer. Nothing here imports a
 backend, so backends may import this module freely.
 """
 
@@ -17,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spec.lineage import LINEAGE_FILE
 from trainer import backend_registry
-from trainer.lineage import LINEAGE_FILE, read_lineage
+from trainer.config import RunFields
+from trainer.lineage import read_lineage
 from trainer.metrics import METRICS_FILE
 
 
@@ -42,7 +45,7 @@ def result_for(output_dir: str | Path) -> StageResult:
     return StageResult(out, out / METRICS_FILE, out / LINEAGE_FILE, lineage.get("summary", {}))
 
 
-def _check_output(config: Any) -> StageResult | None:
+def _check_output(config: RunFields) -> StageResult | None:
     """The existing result for the same config, None to proceed; raise on conflicts."""
     out = Path(config.output_dir)
     existing = read_lineage(out)
@@ -56,23 +59,14 @@ def _check_output(config: Any) -> StageResult | None:
     return None
 
 
-def run_sft(config: Any) -> StageResult:
-    """Supervised fine-tuning stage (config: SFTConfig)."""
-    return run_stage("sft", config)
-
-
-def run_grpo(config: Any) -> StageResult:
-    """GRPO stage (config: GRPOConfig)."""
-    return run_stage("grpo", config)
-
-
-def run_stage(kind: str, config: Any) -> StageResult:
-    """Run a stage (kind "sft" or "grpo") on the backend named by config.backend.
+def run_stage(config: RunFields, trainer: str | None = None) -> StageResult:
+    """Train `trainer` (`module:Class`, default: the config's `trainer_class`) on the backend named by
+    `config.backend`.
 
     A finished output_dir with the same config is returned as is; otherwise the backend's
-    `run(kind, config)` from trainer.backend_registry does the work.
+    `run(config, trainer)` from trainer.backend_registry does the work.
     """
     done = _check_output(config)
     if done is not None:
         return done
-    return backend_registry.backend_runner(config.backend)(kind, config)
+    return backend_registry.backend_runner(config.backend)(config, trainer or type(config).trainer_class)

@@ -107,9 +107,9 @@ class WandbTracker:
         self.run.finish()
 
 
-def build_trackers(names: Sequence[str], output_dir: str | os.PathLike, run_name: str) -> list[Any]:
+def build_trackers(names: Sequence[str], output_dir: str | os.PathLike, run_name: str) -> list[Tracker]:
     """Trackers by name (unknown names raise; a missing optional package says which extra to install)."""
-    out: list[Any] = []
+    out: list[Tracker] = []
     for name in dict.fromkeys(names):
         if name not in TRACKERS:
             raise ValueError(f"unknown tracker {name!r}; known: {', '.join(TRACKERS)}")

@@ -10,6 +10,15 @@ instances made by mutating real stdlib source, and preference pairs. `generate(n
 seed)` writes one jsonl file with canonical field names (curation.schemas); the recipe's
 `generate:` key names the generator.
 
+Modules:
+  common.py        what every generator shares: seeded rngs, item slots, planted malformed lines
+  math.py          two-digit word problems with worked answers; numeric and multiple-choice science
+  code.py          function-writing and stdin/stdout problems with tests and a reference solution
+  instruction.py   IFEval-style constrained prompts with responses that satisfy every instruction
+  chat.py          general chat, preference pairs and tool calls
+  swe.py           SWE instances made by mutating real stdlib source into a bug
+  multi_domain.py  Cascade 2 multi-domain RL prompts: multiple-choice QA, tool calls, structured output
+
 Design choices:
 - Deterministic: every generator draws from `random.Random(f"{name}:{seed}")` (string
   seeds hash stably), so a seed reproduces byte-identical files.

@@ -129,7 +129,7 @@ def _limited(fn: Any, args: list, max_lines: int = 20000) -> Any:
     """Call fn with a line budget (sys.settrace works in any thread, unlike alarms)."""
     steps = 0
 
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
+    def tracer(_frame: Any, event: str, _arg: Any) -> Any:
         nonlocal steps
         if event == "line":
             steps += 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typing
-
 import pytest
 
 from spec.entry_points import import_target
@@ -25,15 +23,27 @@ def test_stage_kind_points_at_real_things(kind) -> None:
     assert set(kind.prompt_columns) <= set(RL_SCHEMA.names)
     assert set(kind.default_rewards) <= set(REWARDS)
     assert kind.eval_reward is None or kind.eval_reward in REWARDS
-    assert callable(import_target(kind.trainer))
+    trainer, config = import_target(kind.trainer), import_target(kind.config)
+    if kind.family == "reward_model":  # a function (policy, preferences, output, RMConfig)
+        assert callable(trainer) and config.__name__ == "RMConfig"
+        return
+    from spec.train import StageOptions
+    from trainer.base import TrainerBase
+    from trainer.config import RunFields
+
+    assert issubclass(config, RunFields) and import_target(config.trainer_class) is trainer
+    assert issubclass(trainer, TrainerBase)  # so it follows trainer.base.Trainer
+    assert isinstance(trainer.algorithm, str) and trainer.algorithm
+    assert kind.options is None or issubclass(kind.options, StageOptions)
 
 
-def test_backends_registered_are_the_backends_a_config_accepts() -> None:
-    from spec.train import StageSettings
-    from trainer.backend_registry import BACKENDS
+def test_every_backend_restriction_names_a_registered_backend_and_a_trainer_algorithm() -> None:
+    from trainer.backend_registry import ALGORITHMS, BACKENDS, backend_algorithms
 
-    accepted = set(typing.get_args(StageSettings.model_fields["backend"].annotation))
-    assert accepted == set(BACKENDS)
+    algorithms = {import_target(k.trainer).algorithm for k in stage_kinds() if k.family != "reward_model"}
+    assert set(ALGORITHMS) <= set(BACKENDS) and set(backend_algorithms()) == set(BACKENDS)
+    assert all(set(runs) <= algorithms for runs in ALGORITHMS.values())
+    assert all(set(k.backends) <= set(BACKENDS) for k in stage_kinds())
 
 
 def test_every_builtin_reward_has_an_option_model() -> None:

@@ -10,7 +10,6 @@ import pytest
 
 from curation.chat import (
     CHAT_TEMPLATE,
-    DEFAULT_SYSTEM,
     extract_final_answer,
     parse_conversation,
     prompt_messages,
@@ -20,6 +19,7 @@ from curation.chat import (
     strip_think_history,
 )
 from curation.schemas import SFT_SCHEMA
+from spec.train import DEFAULT_SYSTEM
 
 TOOLS = [{"name": "get_weather", "description": "Weather for a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]

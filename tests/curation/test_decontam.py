@@ -7,7 +7,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from curation.decontam import BenchmarkIndex, decontaminate, decontaminate_table, reference_decontaminate
+from curation.decontam import decontaminate, decontaminate_table, reference_decontaminate
+from curation.decontam_index import BenchmarkIndex
 from curation.sources import load_benchmark
 
 _GSM_LIKE = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May."
@@ -220,7 +221,8 @@ def test_no_pandas_or_compute_wrappers_at_start_up(tmp_path):
     import sys
 
     pq.write_table(pa.table({"q": [_GSM_LIKE, "café ΣΟΦΟΣ " * 5, None]}), tmp_path / "t.parquet")
-    code = (f"import sys, pyarrow.parquet as pq\nfrom curation.decontam import BenchmarkIndex, decontaminate\n"
+    code = (f"import sys, pyarrow.parquet as pq\nfrom curation.decontam import decontaminate\n"
+            f"from curation.decontam_index import BenchmarkIndex\n"
             f"t = pq.ParquetFile({str(tmp_path / 't.parquet')!r}).read()\n"
             f"out = list(decontaminate(t.to_batches(), BenchmarkIndex.build({{'b': t}}), workers=2))\n"
             f"assert len(out[0].dropped) == 2, out\n"

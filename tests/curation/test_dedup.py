@@ -8,7 +8,9 @@ import numpy as np
 import pyarrow as pa
 from datasketch import MinHash
 
-from curation.dedup import DedupParams, NearDupParams, dedup, minhash_signatures, shingle_sets
+from curation.dedup import dedup
+from curation.dedup_params import DedupParams, NearDupParams
+from curation.minhash import minhash_signatures, shingle_sets
 from curation.text import normalize_words, shingle_hash32
 
 

@@ -10,7 +10,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from curation.decontam import BenchmarkIndex, decontaminate_table
+from curation.decontam import decontaminate_table
+from curation.decontam_index import BenchmarkIndex
 from curation.prompts import eval_rows
 from curation.samples import GENERATORS
 from curation.samples.multi_domain import CITIES, EVAL_CITIES

@@ -70,7 +70,10 @@ def _changing(monkeypatch: pytest.MonkeyPatch, reader: str, change: Callable[[Pa
 
 
 def _materialize(asset: dg.AssetsDefinition) -> dg.ExecuteInProcessResult:
-    return dg.materialize([asset], instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    from assets.store import STORE, CascadeStore
+
+    return dg.materialize([asset], instance=dg.DagsterInstance.ephemeral(), raise_on_error=False,
+                          resources={STORE: CascadeStore()})
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
@@ -170,6 +173,7 @@ def test_shards_that_read_different_versions_of_the_file_fail_the_merge() -> Non
     """Each shard step reads the file on its own: the assemble step refuses shards of different versions."""
     from assets.common import WorkTimer
     from assets.shards import _assemble_op
+    from assets.store import STORE, CascadeStore
     from dagster_project.recipe import load_recipe
 
     recipe = load_recipe(REPO_ROOT / "recipes" / "tiny.yaml")
@@ -180,4 +184,5 @@ def test_shards_that_read_different_versions_of_the_file_fail_the_merge() -> Non
                 "quarantined": 0, "format": "canonical", "reader": "jsonl"}
 
     with pytest.raises(dg.Failure, match=r"source 'src' changed between the reads of its shards \(versions a, b\)"):
-        merge(dg.build_op_context(), removed={"path": "/nonexistent"}, shard_0=part("a"), shard_1=part("b"))
+        merge(dg.build_op_context(resources={STORE: CascadeStore()}), removed={"path": "/nonexistent"},
+              shard_0=part("a"), shard_1=part("b"))

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curation.versioning import content_hash, read_dataset_record, write_versioned
+from curation.content_hash import content_hash
+from curation.versioning import read_dataset_record, write_versioned
 
 _T = pa.table({"row_id": ["a", "b", None], "n": [1, None, 3], "tags": [["x"], [], None]})
 

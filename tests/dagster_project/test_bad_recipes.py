@@ -11,8 +11,9 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from dagster_project.recipe import RecipeError, load_recipe, parse_recipe
+from dagster_project.recipe import load_recipe, parse_recipe
 from spec.paths import REPO_ROOT
+from spec.recipe import RecipeError
 
 DEFAULT = yaml.safe_load((REPO_ROOT / "recipes" / "default.yaml").read_text())
 RL = {s["name"]: i for i, s in enumerate(DEFAULT["rl_stages"])}

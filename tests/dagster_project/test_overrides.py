@@ -7,9 +7,10 @@ import copy
 import pytest
 import yaml
 
-from dagster_project.recipe import RecipeError, load_recipe, parse_recipe
+from dagster_project.recipe import load_recipe, parse_recipe
 from spec.overrides import OverrideError, apply_overrides, overrides_for, parse_override
 from spec.paths import REPO_ROOT
+from spec.recipe import RecipeError
 
 DEFAULT = yaml.safe_load((REPO_ROOT / "recipes" / "default.yaml").read_text())
 

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from dagster_project.commands import InstanceStorageError, ensure_instance_config, sqlite_history
-from dagster_project.recipe import RecipeError, parse_recipe
+from dagster_project.recipe import parse_recipe
 from spec.paths import REPO_ROOT
+from spec.recipe import RecipeError
 from spec.storage import CACHE_URL_ENV, StorageConfig, StorageError, cache_url, use_storage
 
 URL = "postgresql://cascade:secret@db.internal:5432/cascade"

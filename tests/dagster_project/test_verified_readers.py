@@ -28,11 +28,10 @@ def edit_record(folder: Path, **changes) -> None:
 
 
 def write_table(rows: list[int], asset: str = "up"):
-    from assets.common import data_root
-    from curation.versioning import write_versioned
+    from assets.store import CascadeStore
 
-    return write_versioned(pa.table({"x": rows}), data_root(), asset, rows_in=len(rows), dropped={}, inputs=[],
-                           code_version="c", config={})
+    return CascadeStore().write_dataset(pa.table({"x": rows}), asset, rows_in=len(rows), dropped={}, inputs=[],
+                                        code_version="c", config={})
 
 
 def hidden(folder: Path) -> list[str]:
@@ -81,7 +80,7 @@ def test_a_users_own_model_folder_is_recorded_again_when_it_changes(home: Path, 
     for weights in (b"weights", b"new weights"):
         (mine / "model.safetensors").write_bytes(weights)
         version = stable_hash(file_manifest(mine), 32)  # what the base model asset versions it by
-        _finish(mine, version, "c", [], "base_model", {})
+        _finish(home / "checkpoints", mine, version, "c", [], None, {})
         assert read_record(mine)["data_version"] == version and verify_record(mine) == []
     # a folder in the home is never re-signed here: only _is_complete / _seal vouch for it
     out = home / "checkpoints" / "sft" / "v1"
@@ -89,12 +88,13 @@ def test_a_users_own_model_folder_is_recorded_again_when_it_changes(home: Path, 
     (out / "model.safetensors").write_bytes(b"w")
     write_record(out, make_record("sft", "v1", out, "c", []))
     (out / "model.safetensors").write_bytes(b"x")
-    _finish(out, "v1", "c", [], "sft", {})
+    _finish(home / "checkpoints", out, "v1", "c", [], "sft", {})
     assert verify_record(out) != []
 
 
 def _defs() -> list[dg.AssetsDefinition]:
-    from assets.common import dataset_metadata, upstream_path
+    from assets.common import dataset_metadata
+    from assets.store import CascadeStore
 
     up_key, down_key = dg.AssetKey(["corpora", "up"]), dg.AssetKey(["corpora", "down"])
 
@@ -107,7 +107,7 @@ def _defs() -> list[dg.AssetsDefinition]:
     def down(context) -> dg.MaterializeResult:  # no annotation: this module's annotations are strings
         import pyarrow.parquet as pq
 
-        rows = pq.read_table(upstream_path(context, up_key) / "data.parquet")["x"].to_pylist()
+        rows = pq.read_table(CascadeStore().upstream_path(context, up_key) / "data.parquet")["x"].to_pylist()
         out = write_table([r * 2 for r in rows], "down")
         return dg.MaterializeResult(data_version=dg.DataVersion(out.data_version), metadata=dataset_metadata(out.record))
 

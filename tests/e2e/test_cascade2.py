@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from dagster_project.cli import main
-from dagster_project.recipe import RecipeError, load_recipe, parse_recipe
+from dagster_project.recipe import load_recipe, parse_recipe
 from spec.paths import REPO_ROOT
+from spec.recipe import RecipeError
 
 CASCADE2 = REPO_ROOT / "recipes" / "cascade2.yaml"
 ORDER = ["if_rl", "multi_domain_rl", "mopd", "rlhf", "long_context_rl", "code_rl", "swe_rl"]
@@ -35,20 +36,25 @@ def test_cascade2_recipe_validates_in_its_order() -> None:
 def test_teacher_checks_name_field_paths() -> None:
     data = _data()
     mopd = data["rl_stages"][2]
-    mopd["mopd"]["teachers"] = {"math": "rlhf", "instruction": "nope", "default": "mopd"}
+    mopd["options"]["teachers"] = {"math": "rlhf", "instruction": "nope", "default": "mopd"}
     with pytest.raises(RecipeError) as err:
         parse_recipe(data)
     text = str(err.value)
-    assert "rl_stages.2.mopd.teachers.math: teacher 'rlhf' is trained after this stage" in text
-    assert "rl_stages.2.mopd.teachers.instruction: teacher 'nope' is not a checkpoint stage" in text
-    assert "rl_stages.2.mopd.teachers.default: the stage cannot be its own teacher" in text
+    assert "rl_stages.2.options.teachers.math: teacher 'rlhf' is trained after this stage" in text
+    assert "rl_stages.2.options.teachers.instruction: teacher 'nope' is not a checkpoint stage" in text
+    assert "rl_stages.2.options.teachers.default: the stage cannot be its own teacher" in text
     data = _data()
-    del data["rl_stages"][2]["mopd"]
-    data["rl_stages"][0]["mix"] = {"mcqa": 1.0}
+    del data["rl_stages"][2]["options"]
+    data["rl_stages"][0]["options"] = {"mix": {"mcqa": 1.0}}
+    data["rl_stages"][1]["options"]["mix"]["chat"] = 0.5
+    data["rl_stages"][3]["train"] = {**data["rl_stages"][3].get("train", {}), "backend": "nccl"}
     with pytest.raises(RecipeError) as err:
         parse_recipe(data)
-    assert "rl_stages.2.mopd: a mopd stage needs" in str(err.value)
-    assert "rl_stages.0.mix: only a `kind: multi_domain` stage" in str(err.value)
+    text = str(err.value)
+    assert "rl_stages.2.options: teachers: Field required" in text
+    assert "rl_stages.0.options: kind 'if' takes no options" in text
+    assert "rl_stages.1.options.mix.chat: a multi_domain stage mixes mcqa, tool_call, structured_output" in text
+    assert "rl_stages.3.train.backend: unknown backend 'nccl'; registered backends: deepspeed, torch, trl" in text
 
 
 def tiny_cascade2() -> dict:

@@ -16,8 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curation.decontam import BenchmarkIndex, decontaminate_table
-from curation.dedup import DedupParams, dedup
+from curation.content_hash import content_hash
+from curation.decontam import decontaminate_table
+from curation.decontam_index import BenchmarkIndex
+from curation.dedup import dedup
+from curation.dedup_params import DedupParams
 from curation.samples import generate
 from curation.dedup_stages import cluster
 from curation.schemas import DOMAIN_SCHEMAS
@@ -25,7 +28,7 @@ from curation.shards import (
     ORDINAL, ShardTexts, assemble, confirm_partition, curate_shard, decontam_report, write_shard_rows,
 )
 from curation.sources import load_source
-from curation.versioning import content_hash, write_versioned_batches
+from curation.versioning import write_versioned_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAK = "natalia sold clips to forty eight of her friends in april and then she sold half as many clips in may"

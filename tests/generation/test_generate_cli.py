@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -116,4 +117,6 @@ def test_model_names_resolve(monkeypatch: pytest.MonkeyPatch, cascade_home: Path
     path, version = resolve_model("tiny")
     assert asked == [cascade_home / "models" / "tiny"] and path == str(tiny_model_dir) and len(version) == 32
     assert resolve_model(str(tiny_model_dir)) == (str(tiny_model_dir.resolve()), version)
+    shutil.copytree(tiny_model_dir, cascade_home / "copied_model", dirs_exist_ok=True)
+    assert resolve_model("${CASCADE_HOME}/copied_model") == (str(cascade_home / "copied_model"), version)
     assert resolve_model("served-model", engine="openai") == ("served-model", "served:served-model")

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from fake_engine import FakeEngine
 
-from curation.versioning import content_hash
+from curation.content_hash import content_hash
 from generation.cache import GenerationCache
 from generation.engine import Sampling
 from generation.filters import PassRateBand, Verifier, pass_rate_filter, rejection_sample

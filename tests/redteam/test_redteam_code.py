@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rewards.code import CodeReward, CodeRewardConfig
-from sandboxes import sandbox_available
+from sandboxes.core import sandbox_available
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap")
 

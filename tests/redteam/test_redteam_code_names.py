@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rewards.code import CodeReward, CodeRewardConfig
-from sandboxes import sandbox_available
+from sandboxes.core import sandbox_available
 from tests.redteam.code_name_cases import ATTACKS, CONTROLS, NameAttack
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap")

@@ -16,7 +16,8 @@ import threading
 
 import pytest
 
-from sandboxes import SandboxLimits, SandboxResult, run_python, sandbox_available
+from sandboxes.core import run_python, sandbox_available
+from sandboxes.limits import SandboxLimits, SandboxResult
 from sandboxes.memory import GUARD_ENV, guard_kind
 from sandboxes.slots import NUM_SLOTS, UID_BASE, pids_of_uid
 

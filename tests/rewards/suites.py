@@ -199,7 +199,7 @@ def score_cases(rewards: dict[str, Any], cases: list[Case]) -> dict[str, Any]:
 def scored(cases: list[Case]) -> Iterator[dict[str, Any]]:
     """`score_cases` of `cases` on fresh verifiers, closed afterwards; without a sandbox the code
     cases are left out (their tests skip)."""
-    from sandboxes import sandbox_available
+    from sandboxes.core import sandbox_available
 
     rewards = build_rewards()
     if not sandbox_available():

@@ -10,7 +10,7 @@ import pytest
 
 import rewards.code
 from rewards.code import CodeReward, CodeRewardConfig, extract_code, outputs_match
-from sandboxes import sandbox_available
+from sandboxes.core import sandbox_available
 
 needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap (scripts/setup.sh)")
 

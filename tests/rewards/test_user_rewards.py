@@ -13,11 +13,13 @@ import pytest
 
 from rewards.function import FunctionReward
 from rewards.registry import (
+    CATALOG,
     UnknownRewardError,
-    check_reward,
+    build_reward,
     get_reward,
     reward_code_versions,
     reward_versions,
+    validate_options,
 )
 from spec import hashing
 from spec.hashing import source_files, source_version
@@ -88,13 +90,13 @@ def test_function_by_import_path_and_by_file(user_module, tmp_path, monkeypatch)
 
 def test_options_are_keyword_only_parameters(user_module):
     name, _ = user_module
-    check_reward(f"{name}:brevity", {"limit": 3})
+    validate_options(f"{name}:brevity", {"limit": 3})
     with pytest.raises(ValueError, match="lmit"):
-        check_reward(f"{name}:brevity", {"lmit": 3})
+        validate_options(f"{name}:brevity", {"lmit": 3})
     with pytest.raises(ValueError, match="limit"):
-        check_reward(f"{name}:brevity", {"limit": "many"})
+        validate_options(f"{name}:brevity", {"limit": "many"})
     with pytest.raises(ValueError, match="answer"):  # a column is not an option
-        check_reward(f"{name}:echo_answer", {"answer": "3"})
+        validate_options(f"{name}:echo_answer", {"answer": "3"})
     assert get_reward(f"{name}:brevity", limit=10)([None], ["abcdefgh"]) == [1.0]
     versions = {get_reward(f"{name}:brevity", **o).version for o in ({}, {"limit": 3}, {"limit": 4})}
     assert len(versions) == 3
@@ -135,6 +137,20 @@ def test_version_is_the_source_digest_and_follows_edits(user_module, tmp_path):
     unchanged = source_version(target)
     _write(tmp_path / "unrelated.py", "X = 22\n")
     assert source_version(target) == unchanged
+
+
+def test_a_kept_reward_is_rebuilt_when_its_code_changes(user_module):
+    """build_reward keeps its instance for the stage that scores with it, but never past an edit."""
+    from spec.train import RewardSpec
+
+    name, path = user_module
+    spec = RewardSpec.model_validate({"name": f"{name}:brevity", "options": {"limit": 3}},
+                                     context={"reward_catalog": CATALOG})
+    kept = build_reward(spec)
+    assert build_reward(spec) is kept and kept.version == reward_versions([spec])[spec.name]
+    _write(path, SOURCE + "\n# edited\n")
+    fresh = build_reward(spec, keep=False)
+    assert fresh is not kept and fresh.version != kept.version and fresh([None], ["abcd"]) == [0.0]
 
 
 def test_file_reward_reloads_after_an_edit(tmp_path):

@@ -18,7 +18,8 @@ from typing import Callable
 
 import pytest
 
-from sandboxes import SandboxLimits, SandboxResult, run_python, sandbox_available
+from sandboxes.core import run_python, sandbox_available
+from sandboxes.limits import SandboxLimits, SandboxResult
 from sandboxes.slots import pids_of_uid
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap (scripts/setup.sh)")

@@ -11,9 +11,11 @@ import time
 import pytest
 
 import sandboxes.memory
-from sandboxes import SandboxLimits, SandboxProcess, run_python, sandbox_available
 from sandboxes.cgroups import PREFIX, CgroupGuard, working_hierarchy
+from sandboxes.core import run_python, sandbox_available
+from sandboxes.limits import SandboxLimits
 from sandboxes.memory import Watchdog, guard_kind, open_guard
+from sandboxes.session import SandboxProcess
 from sandboxes.slots import UID_BASE, acquire_slot, pids_of_uid
 
 needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap (scripts/setup.sh)")

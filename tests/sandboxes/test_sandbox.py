@@ -11,7 +11,9 @@ import sandboxes.core
 import sandboxes.pool
 import sandboxes.seccomp
 from dagster_project.cli import main as cascade_main
-from sandboxes import SandboxJob, SandboxLimits, SandboxPool, run_python, sandbox_available
+from sandboxes.core import run_python, sandbox_available
+from sandboxes.limits import SandboxLimits
+from sandboxes.pool import SandboxJob, SandboxPool
 from sandboxes.slots import UID_BASE, acquire_slot, sweep_uid
 
 needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap (scripts/setup.sh)")

@@ -11,7 +11,9 @@ import time
 import pytest
 
 import sandboxes.session
-from sandboxes import SandboxClosed, SandboxLimits, SandboxProcess, sandbox_available
+from sandboxes.core import sandbox_available
+from sandboxes.limits import SandboxLimits
+from sandboxes.session import SandboxClosed, SandboxProcess
 from sandboxes.slots import pids_of_uid
 
 needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap (scripts/setup.sh)")

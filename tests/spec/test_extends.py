@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dagster_project.recipe import RecipeError, load_recipe
+from dagster_project.recipe import load_recipe
 from spec.extends import merge_recipes
 from spec.paths import REPO_ROOT
+from spec.recipe import RecipeError
 
 RECIPES = REPO_ROOT / "recipes"
 BASE = {

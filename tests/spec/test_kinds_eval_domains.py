@@ -17,7 +17,7 @@ from spec.kinds import (
 
 
 def _toy(**kw) -> StageKind:
-    return StageKind("toy_multi", "rl", ("math",), "trainer.stage:run_grpo", **kw)
+    return StageKind("toy_multi", "rl", ("math",), "trainer.grpo:GRPOTrainer", **kw)
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dagster_project.recipe import RecipeError, load_recipe, parse_recipe
+from dagster_project.recipe import load_recipe, parse_recipe
 from spec.paths import REPO_ROOT
+from spec.recipe import RecipeError
 from spec.yaml_load import MAX_NODES, BoundedLoader, YamlBoundsError, check_bounded, load_yaml
 
 TINY = REPO_ROOT / "recipes" / "tiny.yaml"

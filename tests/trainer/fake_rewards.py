@@ -31,10 +31,7 @@ class ExplodingReward(Reward):
     name = "fake_boom"
     version = "1"
 
-    def __call__(self, prompts, completions, **columns):
-        raise RuntimeError("boom")
-
-    def score(self, prompts, completions, **columns):
+    def _score_batch(self, prompts, completions, columns):
         raise RuntimeError("boom")
 
 

@@ -54,7 +54,7 @@ def main(job: dict) -> dict:
     from trainer.checkpointing import seed_everything
     from trainer.config import GRPOConfig
     from trainer.grpo import GRPOTrainer
-    from trainer.stage import run_grpo
+    from trainer.stage import run_stage
 
     torch.set_num_threads(1)
     initial = AutoModelForCausalLM.from_pretrained(job["policy"], dtype=torch.float32).eval()
@@ -83,7 +83,7 @@ def main(job: dict) -> dict:
                   prompts_per_step=2, num_generations=4, max_new_tokens=12, learning_rate=1e-3, seed=3,
                   tensorboard=False, dtype="fp32", reward_cache="off", overlong_filtering=False,
                   vllm={"dtype": "float32", "max_model_len": 256, "cpu_kvcache_space_gib": 1})
-    result = run_grpo(GRPOConfig(output_dir=job["out"] + "/auto", rollout_engine=job["engine"], **common))
+    result = run_stage(GRPOConfig(output_dir=job["out"] + "/auto", rollout_engine=job["engine"], **common))
     GRPOTrainer.train_step = original_step
     rows = pq.read_table(result.metrics_path).to_pylist()
 

@@ -17,7 +17,7 @@ def main(job: dict) -> dict:
 
     import trainer.grpo as grpo
     from trainer.config import GRPOConfig
-    from trainer.stage import run_grpo
+    from trainer.stage import run_stage
 
     torch.set_num_threads(1)
     common = dict(policy=job["policy"], dataset=job["dataset"], rewards=[job["reward"]], max_steps=1,
@@ -30,7 +30,7 @@ def main(job: dict) -> dict:
     for name in ("tempered", "untempered"):
         if name == "untempered":  # the training forward as before the fix: logits never divided
             grpo.target_logprobs = lambda *a, temperature=1.0, **k: real(*a, **k, temperature=1.0)
-        result = run_grpo(GRPOConfig(output_dir=f"{job['out']}/{name}", **common))
+        result = run_stage(GRPOConfig(output_dir=f"{job['out']}/{name}", **common))
         (row,) = pq.read_table(result.metrics_path).to_pylist()
         out[name] = {"engine": result.summary["rollout_engine"],
                      **{k: row[k] for k in ("trained_rollouts", "rollout_logprob_diff_mean",

@@ -39,7 +39,7 @@ def test_errors_name_every_bad_field(tmp_path):
         parse_config({**REQUIRED, "rewards": ["a"], "reward_weights": [1.0]}, "grpo")
     with pytest.raises(ConfigError, match="schedule"):
         parse_config({**REQUIRED, "rewards": ["a"], "temperature_schedule": [[5, 1.0], [2, 0.8]]}, "grpo")
-    with pytest.raises(ConfigError, match="unknown config kind"):
+    with pytest.raises(ConfigError, match="unknown algorithm"):
         parse_config(REQUIRED, "dpo")
 
 

@@ -11,14 +11,14 @@ import torch
 from safetensors.torch import load_file
 
 from trainer.config import GRPOConfig, SFTConfig
-from trainer.stage import run_grpo, run_sft
+from trainer.stage import run_stage
 
 
 @pytest.mark.slow
 def test_zero2_sft_matches_single_process(sft_kwargs, tmp_path):
     common = {**sft_kwargs, "max_steps": 2, "batch_size": 2, "packing": False}
-    single = run_sft(SFTConfig(**{**common, "output_dir": str(tmp_path / "single"), "batch_size": 4}))
-    ds = run_sft(SFTConfig(**{**common, "output_dir": str(tmp_path / "ds"), "backend": "deepspeed",
+    single = run_stage(SFTConfig(**{**common, "output_dir": str(tmp_path / "single"), "batch_size": 4}))
+    ds = run_stage(SFTConfig(**{**common, "output_dir": str(tmp_path / "ds"), "backend": "deepspeed",
                               "deepspeed": {"zero_stage": 2, "num_processes": 2}}))
     # 2 ranks x 2 rows = the single process's 4 rows: the same global step.
     a, b = load_file(single.output_dir / "model.safetensors"), load_file(ds.output_dir / "model.safetensors")
@@ -30,7 +30,7 @@ def test_zero2_sft_matches_single_process(sft_kwargs, tmp_path):
 
 @pytest.mark.slow
 def test_zero3_grpo_two_ranks(grpo_kwargs, tmp_path):
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "backend": "deepspeed", "save_steps": 1,
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "backend": "deepspeed", "save_steps": 1,
                                     "deepspeed": {"zero_stage": 3, "num_processes": 2}}))
     rows = pq.read_table(result.metrics_path).to_pylist()
     assert [r["step"] for r in rows] == [0, 1] and rows[0]["grad_norm"] > 0
@@ -65,7 +65,7 @@ def test_zero1_grpo_kill9_takes_the_ranks_down_and_resumes_bit_identical(grpo_kw
 
     base = {**grpo_kwargs, "backend": "deepspeed", "max_steps": 4, "save_steps": 1, "seed": 11,
             "deepspeed": {"zero_stage": 1, "num_processes": 2}}
-    reference = run_grpo(GRPOConfig(**{**base, "output_dir": str(tmp_path / "ref")}))
+    reference = run_stage(GRPOConfig(**{**base, "output_dir": str(tmp_path / "ref")}))
     out = tmp_path / "killed"
     config = tmp_path / "killed.yaml"
     config.write_text(yaml.safe_dump({**base, "output_dir": str(out)}))

@@ -9,9 +9,8 @@ from safetensors.torch import load_file
 
 from trainer.checkpointing import DataOrder
 from trainer.config import GRPOConfig
-from trainer.grpo import GRPOTrainer, group_advantages, score_reward
-from trainer.scoring import score_results
-from trainer.stage import run_grpo
+from trainer.grpo import GRPOTrainer, group_advantages
+from trainer.stage import run_stage
 
 FAKE = "tests.trainer.fake_rewards:"
 
@@ -22,30 +21,6 @@ def test_group_advantages():
     assert group_advantages([0.5] * 4) == ([0.0] * 4, True)
     adv, _ = group_advantages([3.0, 1.0], transform="tanh")
     assert adv[0] == pytest.approx(0.7615941559557649) and adv[1] == pytest.approx(-adv[0])
-
-
-def test_score_reward_never_raises():
-    from tests.trainer.fake_rewards import ExplodingReward
-
-    assert score_reward(ExplodingReward(), ["p"] * 3, ["a", "b", "c"], {}) == ([0.0] * 3, 3)
-    assert score_reward(lambda prompts, completions, **kw: [1, None, float("nan")], ["p"] * 3, ["a"] * 3, {}) == \
-        ([1.0, None, None], 0)
-    assert score_reward(lambda prompts, completions, **kw: [1.0], ["p"] * 3, ["a"] * 3, {}) == ([0.0] * 3, 3)
-
-
-def test_score_results_keep_reasons():
-    from tests.trainer.fake_rewards import DigitReward, ExplodingReward, HangingReward
-
-    results, failures = score_results(DigitReward(), ["p"] * 2, ["12", "x"], {"answer": ["1", "1"]})
-    assert [(r.score, r.reason, r.infra_error) for r in results] == [(1.0, "ok", False), (0.0, "ok", False)]
-    assert failures == 0
-    (boom,), failures = score_results(ExplodingReward(), ["p"], ["a"], {})
-    assert (boom.score, boom.reason, boom.infra_error, failures) == (0.0, "reward_error", True, 1)
-    assert "boom" in boom.detail
-    (plain,), _ = score_results(lambda prompts, completions, **kw: [float("inf")], ["p"], ["a"], {})
-    assert (plain.score, plain.reason) == (None, "scored")  # a function has numbers, no reasons
-    (hung,), failures = score_results(HangingReward(), ["p"], ["a"], {}, timeout_s=0.1)
-    assert (hung.reason, hung.infra_error, failures) == ("reward_timeout", True, 1)
 
 
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])
@@ -84,7 +59,7 @@ def test_loss_gradient_matches_naive_policy_gradient(grpo_kwargs, aggregation):
 
 
 def test_grpo_stage_metrics_and_lineage(grpo_kwargs):
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "LengthReward", {"name": FAKE + "DigitReward", "weight": 0.5}],
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "LengthReward", {"name": FAKE + "DigitReward", "weight": 0.5}],
                                     "temperature_schedule": [[1, 0.7]]}))
     rows = pq.read_table(result.metrics_path).to_pylist()
     assert [r["step"] for r in rows] == [0, 1]
@@ -102,7 +77,7 @@ def test_grpo_stage_metrics_and_lineage(grpo_kwargs):
 
 
 def test_zero_variance_groups_are_filtered_and_weights_stay(grpo_kwargs, tiny_model_dir):
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "ConstantReward"], "max_steps": 1,
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "ConstantReward"], "max_steps": 1,
                                     "dynamic_filtering": True, "refill": True, "max_refill_rounds": 1}))
     (row,) = pq.read_table(result.metrics_path).to_pylist()
     assert row["zero_var_frac"] == 1.0 and row["trained_rollouts"] == 0 and row["refill_rounds"] == 1
@@ -112,7 +87,7 @@ def test_zero_variance_groups_are_filtered_and_weights_stay(grpo_kwargs, tiny_mo
 
 
 def test_failing_reward_is_recorded_not_fatal(grpo_kwargs):
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1,
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "max_steps": 1,
                                     "rewards": [FAKE + "ExplodingReward", FAKE + "LengthReward"]}))
     (row,) = pq.read_table(result.metrics_path).to_pylist()
     assert row[f"reward_failures/{FAKE}ExplodingReward"] == 8
@@ -120,7 +95,7 @@ def test_failing_reward_is_recorded_not_fatal(grpo_kwargs):
 
 
 def test_hanging_reward_times_out_into_recorded_failures(grpo_kwargs):
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "reward_timeout_s": 0.5,
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "reward_timeout_s": 0.5,
                                     "rewards": [FAKE + "HangingReward", FAKE + "LengthReward"]}))
     (row,) = pq.read_table(result.metrics_path).to_pylist()
     assert row[f"reward_failures/{FAKE}HangingReward"] == 8 and row[f"reward_failures/{FAKE}LengthReward"] == 0
@@ -145,13 +120,13 @@ def test_a_group_whose_signal_is_only_in_truncated_rollouts_has_none():
 
 
 def test_overlong_rollouts_are_excluded(grpo_kwargs):
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 2}))
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 2}))
     (row,) = pq.read_table(result.metrics_path).to_pylist()
     truncated = round(row["truncated_frac"] * 8)
     assert truncated > 0 and row["trained_rollouts"] <= 8 - truncated
     # With dynamic filtering, groups whose reward differences sit only in truncated rollouts are
     # filtered like zero-variance groups (nothing trained), not kept to train on nothing.
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 1, "dynamic_filtering": True,
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "max_steps": 1, "max_new_tokens": 1, "dynamic_filtering": True,
                                     "output_dir": str(result.output_dir) + "_filtered"}))
     (row,) = pq.read_table(result.metrics_path).to_pylist()
     assert row["truncated_frac"] == 1.0 and row["zero_var_frac"] == 1.0 and row["trained_rollouts"] == 0
@@ -197,7 +172,7 @@ def test_retired_items_leave_later_epochs_only():
 def test_solved_prompts_retire_after_their_epoch(grpo_kwargs):
     # Constant rewards: every group is uniform ("always solved"). 16 prompts, 2 per step: epoch 0 is
     # steps 0-7; each step retires its 2 prompts until only one step's worth (2) would be left.
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "ConstantReward"], "max_steps": 10,
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "rewards": [FAKE + "ConstantReward"], "max_steps": 10,
                                     "retire_solved_prompts": True}))
     rows = pq.read_table(result.metrics_path).to_pylist()
     assert [r["retired_prompts"] for r in rows] == [2, 4, 6, 8, 10, 12, 14, 14, 14, 14]

@@ -69,9 +69,9 @@ def test_trl_backend_accepts_auto_and_refuses_vllm(grpo_kwargs, monkeypatch):
 
 def test_hf_run_records_its_engine(grpo_kwargs):
     from trainer.config import GRPOConfig
-    from trainer.stage import run_grpo
+    from trainer.stage import run_stage
 
-    result = run_grpo(GRPOConfig(**{**grpo_kwargs, "max_steps": 1}))
+    result = run_stage(GRPOConfig(**{**grpo_kwargs, "max_steps": 1}))
     assert result.summary["rollout_engine"] == "hf"  # vllm is not in the main venv
 
 

@@ -18,7 +18,7 @@ from tests.generation.vllm_env import run_json
 from trainer.batching import build_group_batch, gap_metrics, sampler_gap, target_logprobs
 from trainer.config import GRPOConfig
 from trainer.gates import training_signal
-from trainer.stage import run_grpo
+from trainer.stage import run_stage
 
 T = 0.7
 LENGTH = "tests.trainer.fake_rewards:LengthReward"
@@ -35,7 +35,7 @@ def _step_row(grpo_kwargs, name: str, **over) -> dict:
     cfg = GRPOConfig(**{**grpo_kwargs, "output_dir": str(Path(grpo_kwargs["output_dir"]) / name), "max_steps": 1,
                         "temperature": T, "rollout_engine": "hf", "reward_cache": "off",
                         "overlong_filtering": False, **over})  # the random tiny model rarely stops: train those too
-    (row,) = pq.read_table(run_grpo(cfg).metrics_path).to_pylist()
+    (row,) = pq.read_table(run_stage(cfg).metrics_path).to_pylist()
     return row
 
 
@@ -62,7 +62,7 @@ def test_deepspeed_ranks_report_one_reduced_gap(grpo_kwargs):
 def test_temperature_schedule_is_followed(grpo_kwargs):
     cfg = GRPOConfig(**{**grpo_kwargs, "temperature": 1.0, "temperature_schedule": [[1, T]], "rollout_engine": "hf",
                         "reward_cache": "off", "overlong_filtering": False})
-    rows = pq.read_table(run_grpo(cfg).metrics_path).to_pylist()
+    rows = pq.read_table(run_stage(cfg).metrics_path).to_pylist()
     assert [r["temperature"] for r in rows] == [1.0, T]
     assert all(r["rollout_logprob_diff_mean"] <= 1e-4 for r in rows), rows
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from curation.chat import CHAT_TEMPLATE
 from spec.train import DEFAULT_SYSTEM
-from trainer.models import CHAT_TEMPLATE, TAG_TOKENS, make_tiny_model
+from trainer.models import TAG_TOKENS, make_tiny_model
 
 
 def _reference_render(messages, add_generation_prompt=False):

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from curation.schemas import RL_SCHEMA
-from trainer.mopd import MOPDConfig, MOPDTrainer, mopd_loss, run_mopd, teacher_key
+from trainer.mopd import MOPDConfig, MOPDTrainer, mopd_loss, teacher_key
+from trainer.stage import run_stage
 
 
 def _tensors():
@@ -100,7 +101,7 @@ def test_stage_run_routes_domains_to_teachers(tiny_model_dir, mopd_parquet, tmp_
     from trainer.models import make_tiny_model
 
     other = make_tiny_model(tmp_path / "teacher", seed=7)  # same tokenizer, other weights
-    result = run_mopd(MOPDConfig(**_kwargs(tiny_model_dir, mopd_parquet, tmp_path,
+    result = run_stage(MOPDConfig(**_kwargs(tiny_model_dir, mopd_parquet, tmp_path,
                                            {"math": str(other), "chat": str(tiny_model_dir)})))
     import polars as pl
 

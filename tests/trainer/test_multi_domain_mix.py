@@ -11,7 +11,8 @@ import pytest
 
 from curation.schemas import RL_SCHEMA
 from spec.train import DEFAULT_MIX
-from trainer.multi_domain import DomainMixOrder, MultiDomainConfig, run_multi_domain
+from trainer.multi_domain import DomainMixOrder, MultiDomainConfig
+from trainer.stage import run_stage
 
 DOMAINS = ["mcqa"] * 30 + ["tool_call"] * 20 + ["structured_output"] * 10
 
@@ -66,7 +67,7 @@ def test_stage_runs_with_domain_rewards(tiny_model_dir, tmp_path, cascade_home):
                                rewards=["mcqa", "tool_call", "structured_output"], mix={"mcqa": 2, "tool_call": 1,
                                "structured_output": 1}, max_steps=2, prompts_per_step=4, num_generations=2,
                                max_new_tokens=8, seed=0, tensorboard=False, dtype="fp32", reward_cache="off")
-    result = run_multi_domain(config)
+    result = run_stage(config)
     assert result.summary["drawn"] == {"mcqa": 4, "tool_call": 2, "structured_output": 2}
     audit = pq.read_table(result.output_dir / "rollouts.parquet").to_pylist()
     assert len(audit) == 2 * 4 * 2

@@ -3,7 +3,7 @@
 Each case poisons one optimizer step (step 2, after `checkpoints/step_1`): `loss` multiplies the
 policy's logits by NaN, `grad` leaves the forward as it is and makes the gradients flowing back
 through the logits infinite (a finite loss, a non-finite gradient norm). Only forwards with
-gradients are poisoned, so rollouts still sample. Every case asserts the error (type, kind,
+gradients are poisoned, so rollouts still sample. Every case asserts the error (type, algorithm,
 output folder, step, the checkpoint to resume from), that the checkpoint before it is intact
 (loadable, finite) and, in process, that the weights were not updated; then it resumes from that
 checkpoint without the poison and finishes. DeepSpeed ranks (1 CPU rank, gloo) get the poison from
@@ -47,8 +47,8 @@ def _poison(output: Any, mode: str) -> Any:
     return output * float("nan") if mode == "loss" else _InfGrad.apply(output)
 
 
-def poisoned_make_trainer(real: Callable[..., Any], mode: str, at: int, seen: list[Any]) -> Callable[..., Any]:
-    """trainer.loop._make_trainer whose trainers run step `at` with a poisoned LM head."""
+def poisonedbuild_trainer(real: Callable[..., Any], mode: str, at: int, seen: list[Any]) -> Callable[..., Any]:
+    """trainer.loop.build_trainer whose trainers run step `at` with a poisoned LM head."""
 
     def make(*args: Any, **kwargs: Any) -> Any:
         trainer = real(*args, **kwargs)
@@ -76,7 +76,7 @@ def install(spec: str) -> None:
     import trainer.loop as loop
 
     mode, at = spec.split(":")
-    loop._make_trainer = poisoned_make_trainer(loop._make_trainer, mode, int(at), [])
+    loop.build_trainer = poisonedbuild_trainer(loop.build_trainer, mode, int(at), [])
 
 
 SITECUSTOMIZE = f"""import os
@@ -99,23 +99,23 @@ def two_domain_parquet(tmp_path):
     return path
 
 
-def _stage(kind: str, sft_kwargs: dict, grpo_kwargs: dict, two_domain_parquet: Path, **extra: Any) -> tuple:
-    """(runner, config) of a 3-step stage of `kind` that checkpoints every step."""
+def _stage(algorithm: str, sft_kwargs: dict, grpo_kwargs: dict, two_domain_parquet: Path, **extra: Any) -> tuple:
+    """(runner, config) of a 3-step stage of `algorithm` that checkpoints every step."""
     from trainer.config import GRPOConfig, SFTConfig
-    from trainer.mopd import MOPDConfig, run_mopd
-    from trainer.multi_domain import MultiDomainConfig, run_multi_domain
-    from trainer.stage import run_grpo, run_sft
+    from trainer.mopd import MOPDConfig
+    from trainer.multi_domain import MultiDomainConfig
+    from trainer.stage import run_stage
 
     common = {"max_steps": 3, "save_steps": 1, **extra}
-    if kind == "sft":
-        return run_sft, SFTConfig(**{**sft_kwargs, **common})
+    if algorithm == "sft":
+        return run_stage, SFTConfig(**{**sft_kwargs, **common})
     rl = {**grpo_kwargs, "overlong_filtering": False, **common}  # the tiny model's rollouts mostly hit the cap
-    if kind == "grpo":
-        return run_grpo, GRPOConfig(**rl)
+    if algorithm == "grpo":
+        return run_stage, GRPOConfig(**rl)
     rl = {**rl, "dataset": str(two_domain_parquet)}
-    if kind == "multi_domain":
-        return run_multi_domain, MultiDomainConfig(**{**rl, "rewards": [LENGTH], "mix": {"math": 1, "chat": 1}})
-    return run_mopd, MOPDConfig(**{**rl, "rewards": [], "teachers": {"default": rl["policy"]}, "num_generations": 2})
+    if algorithm == "multi_domain":
+        return run_stage, MultiDomainConfig(**{**rl, "rewards": [LENGTH], "mix": {"math": 1, "chat": 1}})
+    return run_stage, MOPDConfig(**{**rl, "rewards": [], "teachers": {"default": rl["policy"]}, "num_generations": 2})
 
 
 def _finite_loadable(model_dir: Path) -> None:
@@ -125,7 +125,7 @@ def _finite_loadable(model_dir: Path) -> None:
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def _stops_then_resumes(run: Callable[[Any], Any], config: Any, kind: str, mode: str,
+def _stops_then_resumes(run: Callable[[Any], Any], config: Any, algorithm: str, mode: str,
                         unpoison: Callable[[], None]) -> NonFiniteLossError:
     """Run poisoned: assert the error and the intact checkpoint; unpoison, resume, assert it finishes."""
     out = Path(config.output_dir)
@@ -133,10 +133,10 @@ def _stops_then_resumes(run: Callable[[Any], Any], config: Any, kind: str, mode:
         run(config)
     err = info.value
     ckpt = out / "checkpoints" / "step_1"
-    assert (err.kind, err.stage, err.step, err.checkpoint) == (kind, str(out), AT + 1, str(ckpt))
+    assert (err.algorithm, err.stage, err.step, err.checkpoint) == (algorithm, str(out), AT + 1, str(ckpt))
     assert err.what == ("loss" if mode == "loss" else "gradient norm")
     message = str(err)
-    assert f"{kind} stage {out}: non-finite {err.what}" in message and "at step 2;" in message
+    assert f"{algorithm} stage {out}: non-finite {err.what}" in message and "at step 2;" in message
     assert f"last good checkpoint is {ckpt}: rerun with --resume" in message
     steps = sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("step_"))
     assert steps == ["step_1"]  # no step_2 (nor step_2.tmp), nothing rotated away
@@ -153,25 +153,25 @@ def _stops_then_resumes(run: Callable[[Any], Any], config: Any, kind: str, mode:
 
 # -- torch backend: every policy trainer, in process ----------------------------------------------
 
-@pytest.mark.parametrize("kind,mode", [("sft", "loss"), ("sft", "grad"), ("grpo", "loss"), ("grpo", "grad"),
+@pytest.mark.parametrize("algorithm,mode", [("sft", "loss"), ("sft", "grad"), ("grpo", "loss"), ("grpo", "grad"),
                                        ("multi_domain", "loss"), ("mopd", "loss")])
-def test_torch_stops_before_the_update_and_resumes(kind, mode, sft_kwargs, grpo_kwargs, two_domain_parquet,
+def test_torch_stops_before_the_update_and_resumes(algorithm, mode, sft_kwargs, grpo_kwargs, two_domain_parquet,
                                                    monkeypatch):
     import trainer.loop as loop
 
-    run, config = _stage(kind, sft_kwargs, grpo_kwargs, two_domain_parquet)
+    run, config = _stage(algorithm, sft_kwargs, grpo_kwargs, two_domain_parquet)
     seen: list[Any] = []
-    real = loop._make_trainer
-    monkeypatch.setattr(loop, "_make_trainer", poisoned_make_trainer(real, mode, AT, seen))
+    real = loop.build_trainer
+    monkeypatch.setattr(loop, "build_trainer", poisonedbuild_trainer(real, mode, AT, seen))
 
     def unpoison() -> None:
         # The poisoned step's update never happened: the weights in memory are step_1's.
         saved = load_file(Path(config.output_dir) / "checkpoints" / "step_1" / "model" / "model.safetensors")
         live = seen[0].backend.model.state_dict()
         assert all(torch.equal(live[k].cpu(), saved[k]) for k in saved)
-        monkeypatch.setattr(loop, "_make_trainer", real)
+        monkeypatch.setattr(loop, "build_trainer", real)
 
-    _stops_then_resumes(run, config, kind, mode, unpoison)
+    _stops_then_resumes(run, config, algorithm, mode, unpoison)
 
 
 # -- DeepSpeed backend: one CPU rank through torchrun ---------------------------------------------
@@ -179,18 +179,18 @@ def test_torch_stops_before_the_update_and_resumes(kind, mode, sft_kwargs, grpo_
 # ZeRO 1-3 skip an update whose grad norm is NaN/inf and the backend raises after it; without ZeRO
 # (stage 0) the backend checks the norm before the step. ~1 min each on CPU: marked slow.
 @pytest.mark.slow
-@pytest.mark.parametrize("kind,mode,zero", [("sft", "loss", 2), ("sft", "grad", 0), ("grpo", "loss", 3),
+@pytest.mark.parametrize("algorithm,mode,zero", [("sft", "loss", 2), ("sft", "grad", 0), ("grpo", "loss", 3),
                                             ("grpo", "grad", 1)])
-def test_deepspeed_stops_before_the_update_and_resumes(kind, mode, zero, sft_kwargs, grpo_kwargs,
+def test_deepspeed_stops_before_the_update_and_resumes(algorithm, mode, zero, sft_kwargs, grpo_kwargs,
                                                        two_domain_parquet, tmp_path, monkeypatch):
-    run, config = _stage(kind, sft_kwargs, grpo_kwargs, two_domain_parquet, backend="deepspeed",
+    run, config = _stage(algorithm, sft_kwargs, grpo_kwargs, two_domain_parquet, backend="deepspeed",
                          deepspeed={"zero_stage": zero, "num_processes": 1})
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv(POISON_ENV, f"{mode}:{AT}")
-    _stops_then_resumes(run, config, kind, mode, lambda: monkeypatch.delenv(POISON_ENV))
+    _stops_then_resumes(run, config, algorithm, mode, lambda: monkeypatch.delenv(POISON_ENV))
 
 
 # -- the reward-model trainer (its own loop, no checkpoints) ----------------------------------------
@@ -213,7 +213,7 @@ def test_reward_model_stops_before_the_update(mode, tiny_model_dir, tmp_path, mo
     with pytest.raises(NonFiniteLossError) as info:
         rm.train_reward_model(tiny_model_dir, pairs, out, config)
     err = info.value
-    assert (err.kind, err.stage, err.step, err.checkpoint) == ("reward_model", str(out), AT + 1, None)
+    assert (err.algorithm, err.stage, err.step, err.checkpoint) == ("reward_model", str(out), AT + 1, None)
     assert err.what == ("loss" if mode == "loss" else "gradient norm")
     assert f"reward_model stage {out}: non-finite" in str(err) and "a rerun starts the stage over" in str(err)
     assert not out.exists()  # nothing half-trained was written
@@ -231,7 +231,7 @@ def test_check_finite_reads_tensors_and_floats_and_the_error_pickles():
     check_finite(2.0)
     with pytest.raises(NonFiniteLossError, match=r"non-finite gradient norm \(inf\) at step 4;"):
         check_finite(torch.tensor(float("inf")), 3, what="gradient norm")
-    err = NonFiniteLossError("loss", float("inf"), 2).locate(step=9, kind="sft", stage="out", checkpoint="c")
+    err = NonFiniteLossError("loss", float("inf"), 2).locate(step=9, algorithm="sft", stage="out", checkpoint="c")
     assert err.step == 2  # a step already known is kept
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err) and again.fields() == err.fields()

@@ -11,7 +11,7 @@ import pytest
 
 from rewards.base import Reward, RewardResult
 from trainer.config import GRPOConfig
-from trainer.grpo import GRPOTrainer, load_rewards
+from trainer.grpo import GRPOTrainer
 from trainer.rollout_audit import (
     ROLLOUT_SCHEMA,
     RolloutAudit,
@@ -21,7 +21,8 @@ from trainer.rollout_audit import (
     summarize_rollouts,
     summary_markdown,
 )
-from trainer.stage import run_grpo
+from trainer.scoring import load_rewards
+from trainer.stage import run_stage
 
 FAKE = "tests.trainer.fake_rewards:"
 PLAIN = "tests.trainer.test_rollout_audit:plain_reward"
@@ -38,7 +39,7 @@ class SimulatedKill(BaseException):
 
 def _run(grpo_kwargs, tmp_path, out: str, **extra):
     cfg = {**grpo_kwargs, "output_dir": str(tmp_path / out), "reward_cache": str(tmp_path / "cache.sqlite"), **extra}
-    return run_grpo(GRPOConfig(**cfg))
+    return run_stage(GRPOConfig(**cfg))
 
 
 def _comparable(table: pa.Table) -> list[dict]:
@@ -186,7 +187,7 @@ def test_cascade_audit_cli(grpo_kwargs, cascade_home, tiny_model_dir, capsys):
 
     out = cascade_home / "checkpoints" / "audit_rl" / "v1"  # the platform's layout: checkpoints/<stage>/<version>
     # the platform names the record after the folder (config.lineage); a record that disagrees is refused
-    run_grpo(GRPOConfig(**{**grpo_kwargs, "output_dir": str(out), "max_steps": 1,
+    run_stage(GRPOConfig(**{**grpo_kwargs, "output_dir": str(out), "max_steps": 1,
                            "lineage": {"asset": "audit_rl", "data_version": "v1"}}))
     capsys.readouterr()
     assert main(["audit", str(out)]) == 0

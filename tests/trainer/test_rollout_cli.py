@@ -72,7 +72,7 @@ def test_greedy_rows_do_not_depend_on_their_batch(engine):
 
 
 def test_top_p_keeps_only_the_nucleus():
-    from trainer.rollout import sample_next
+    from generation.hf_sampler import sample_next
 
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3]])).repeat(200, 1)
     with torch.random.fork_rng():

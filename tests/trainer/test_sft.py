@@ -11,7 +11,7 @@ from curation.chat import prompt_messages, render_messages
 from trainer.batching import build_batch, target_logprobs
 from trainer.config import SFTConfig
 from trainer.sft import pack, tokenize_conversation
-from trainer.stage import run_sft
+from trainer.stage import run_stage
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_group_batch_matches_each_completion_alone(tiny_model_dir, tok):
 def test_sft_stage_learns_and_writes_hf_folder(sft_kwargs):
     import pyarrow.parquet as pq
 
-    result = run_sft(SFTConfig(**{**sft_kwargs, "max_steps": 8, "tensorboard": True}))
+    result = run_stage(SFTConfig(**{**sft_kwargs, "max_steps": 8, "tensorboard": True}))
     out = result.output_dir
     for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "lineage.json"):
         assert (out / name).exists(), name
@@ -91,7 +91,7 @@ def test_sft_stage_learns_and_writes_hf_folder(sft_kwargs):
     assert metrics[-1]["loss"] < metrics[0]["loss"] - 0.5
     assert all(m["grad_norm"] > 0 and m["lr"] >= 0 for m in metrics)
     lineage = json.loads(result.lineage_path.read_text())
-    assert lineage["kind"] == "sft" and lineage["parent"]["path"] == sft_kwargs["policy"]
+    assert lineage["algorithm"] == "sft" and lineage["parent"]["path"] == sft_kwargs["policy"]
     assert lineage["dataset"]["data_version"] and lineage["config_hash"] and lineage["libraries"]["torch"]
 
 
@@ -99,8 +99,8 @@ def test_grad_accumulation_equals_bigger_batch(sft_kwargs, tmp_path):
     from safetensors.torch import load_file
 
     common = {**sft_kwargs, "max_steps": 2, "packing": False}
-    a = run_sft(SFTConfig(**{**common, "output_dir": str(tmp_path / "a"), "batch_size": 4, "grad_accum": 1}))
-    b = run_sft(SFTConfig(**{**common, "output_dir": str(tmp_path / "b"), "batch_size": 1, "grad_accum": 4}))
+    a = run_stage(SFTConfig(**{**common, "output_dir": str(tmp_path / "a"), "batch_size": 4, "grad_accum": 1}))
+    b = run_stage(SFTConfig(**{**common, "output_dir": str(tmp_path / "b"), "batch_size": 1, "grad_accum": 4}))
     wa, wb = load_file(a.output_dir / "model.safetensors"), load_file(b.output_dir / "model.safetensors")
     for key in wa:
         torch.testing.assert_close(wa[key], wb[key], atol=2e-5, rtol=1e-3)  # Adam amplifies float summation-order noise

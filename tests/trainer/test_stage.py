@@ -6,20 +6,20 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trainer.backend_api import NonFiniteLossError
+from spec.nonfinite import NonFiniteLossError
 from trainer.config import SFTConfig
-from trainer.stage import OutputExistsError, run_sft
+from trainer.stage import OutputExistsError, run_stage
 
 
 def test_finished_output_is_never_overwritten(sft_kwargs):
     cfg = SFTConfig(**{**sft_kwargs, "max_steps": 1})
-    first = run_sft(cfg)
+    first = run_stage(cfg)
     stamp = (first.output_dir / "model.safetensors").stat().st_mtime_ns
-    again = run_sft(cfg.model_copy(update={"resume": True}))  # same config: the existing result
+    again = run_stage(cfg.model_copy(update={"resume": True}))  # same config: the existing result
     assert again.output_dir == first.output_dir
     assert (first.output_dir / "model.safetensors").stat().st_mtime_ns == stamp
     with pytest.raises(OutputExistsError, match="different config"):
-        run_sft(SFTConfig(**{**sft_kwargs, "max_steps": 2}))
+        run_stage(SFTConfig(**{**sft_kwargs, "max_steps": 2}))
 
 
 def test_unfinished_output_needs_resume(sft_kwargs, tmp_path):
@@ -27,7 +27,7 @@ def test_unfinished_output_needs_resume(sft_kwargs, tmp_path):
     out.mkdir()
     (out / "stray.txt").write_text("x")
     with pytest.raises(OutputExistsError, match="resume"):
-        run_sft(SFTConfig(**sft_kwargs))
+        run_stage(SFTConfig(**sft_kwargs))
 
 
 def test_nan_loss_stops_and_keeps_last_checkpoint(sft_kwargs, monkeypatch):
@@ -44,7 +44,7 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(sft_kwargs, monkeypatch):
     monkeypatch.setattr(sft, "target_logprobs", poisoned)
     cfg = SFTConfig(**{**sft_kwargs, "max_steps": 4, "save_steps": 1, "batch_size": 2})
     with pytest.raises(NonFiniteLossError, match="step 3"):
-        run_sft(cfg)
+        run_stage(cfg)
     out = cfg.output_dir
     ckpts = sorted(p.name for p in (__import__("pathlib").Path(out) / "checkpoints").iterdir())
     assert ckpts == ["step_1", "step_2"]
@@ -57,7 +57,7 @@ def test_resume_after_crash_is_bit_identical(sft_kwargs, tmp_path, monkeypatch):
     import trainer.sft as sft
 
     base = {**sft_kwargs, "max_steps": 5, "save_steps": 2, "batch_size": 3}
-    reference = run_sft(SFTConfig(**{**base, "output_dir": str(tmp_path / "ref")}))
+    reference = run_stage(SFTConfig(**{**base, "output_dir": str(tmp_path / "ref")}))
 
     real_step = sft.SFTTrainer.train_step
 
@@ -69,9 +69,9 @@ def test_resume_after_crash_is_bit_identical(sft_kwargs, tmp_path, monkeypatch):
     monkeypatch.setattr(sft.SFTTrainer, "train_step", crash_at_4)
     cfg = SFTConfig(**{**base, "output_dir": str(tmp_path / "crash")})
     with pytest.raises(KeyboardInterrupt):
-        run_sft(cfg)
+        run_stage(cfg)
     monkeypatch.setattr(sft.SFTTrainer, "train_step", real_step)
-    resumed = run_sft(cfg.model_copy(update={"resume": True}))
+    resumed = run_stage(cfg.model_copy(update={"resume": True}))
     a = load_file(reference.output_dir / "model.safetensors")
     b = load_file(resumed.output_dir / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)

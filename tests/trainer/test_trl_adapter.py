@@ -136,21 +136,21 @@ def test_metrics_rows_skip_the_summary_entry():
 def test_run_grpo_backend_trl_keeps_the_stage_contract(tmp_path, tiny_model_dir):
     import json
 
-    from trainer.stage import run_grpo
+    from trainer.stage import run_stage
 
     cfg = _config(tmp_path, tiny_model_dir, max_steps=1, overlong_filtering=False)
-    result = run_grpo(cfg)
+    result = run_stage(cfg)
     out = tmp_path / "out"
     assert result.output_dir == out and (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
     lineage = json.loads((out / "lineage.json").read_text())
-    assert lineage["backend"] == "trl" and lineage["kind"] == "grpo"
+    assert lineage["backend"] == "trl" and lineage["algorithm"] == "grpo"
     assert lineage["rewards"][0]["name"] == "math" and lineage["rewards"][0]["version"]
     assert lineage["dataset"]["data_version"] and lineage["summary"]["steps"] == 1
     metrics = pq.read_table(out / "metrics.parquet").to_pylist()
     assert [m["step"] for m in metrics] == [0] and "reward/math/mean" in metrics[0]
     assert any((out / "tb").iterdir()) and not (out / "checkpoints").exists()
     # Finished folders are never overwritten: the same config returns the existing result.
-    assert run_grpo(cfg).lineage_path == result.lineage_path
+    assert run_stage(cfg).lineage_path == result.lineage_path
 
 
 def test_dataset_is_the_torch_backends_prompt_stream(tmp_path, tiny_model_dir):

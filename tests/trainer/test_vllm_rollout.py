@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from generation.vllm_engine import VLLMOptions, vllm_available
 from trainer.rollout import RolloutEngine
-from trainer.rollout_vllm import VLLMOptions, VLLMRolloutEngine, vllm_available
+from trainer.rollout_vllm import VLLMRolloutEngine
 
 
 def test_options_from_dict_rejects_unknown_keys():

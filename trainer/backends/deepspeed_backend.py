@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.backend_api import (Backend, NonFiniteLossError, check_finite, grad_norm, lr_lambda, make_optimizer,
-                                 resolve_dtype)
+from spec.nonfinite import NonFiniteLossError, check_finite
+from trainer.backend_api import Backend, grad_norm, lr_lambda, make_optimizer, resolve_dtype
 
 if TYPE_CHECKING:  # ranks import as little as possible before die_with_parent()
     from trainer.stage import StageResult
@@ -174,12 +174,13 @@ def _failure_files(out: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.stem.removeprefix(".nonfinite_rank")))
 
 
-def launch(kind: str, config: Any) -> None:
+def launch(config: Any, trainer: str) -> None:
     """Run the stage on `deepspeed.num_processes` torchrun ranks; raise if any rank fails."""
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     spec = out / ".deepspeed_launch.json"
-    spec.write_text(json.dumps({"kind": kind, "config": config.model_dump(mode="json")}))
+    config_class = f"{type(config).__module__}:{type(config).__qualname__}"  # each rank rebuilds the same config
+    spec.write_text(json.dumps({"trainer": trainer, "config_class": config_class, "config": config.model_dump(mode="json")}))
     env = dict(os.environ)
     home = Path(env.get("CASCADE_HOME", ".cascade"))
     env.setdefault("TORCH_EXTENSIONS_DIR", str(home / "torch_extensions"))  # compiled ops are reused
@@ -209,15 +210,15 @@ def launch(kind: str, config: Any) -> None:
             for path in failures:
                 path.unlink()
             raise NonFiniteLossError(**fields)
-        raise RuntimeError(f"deepspeed {kind} stage failed (torchrun exit code {rc}); see the rank logs above")
+        raise RuntimeError(f"deepspeed stage ({trainer}) failed (torchrun exit code {rc}); see the rank logs above")
     spec.unlink(missing_ok=True)
 
 
-def run(kind: str, config: Any) -> StageResult:
-    """The stage on torchrun ranks (registered as backend "deepspeed")."""
+def run(config: Any, trainer: str) -> StageResult:
+    """The stage on torchrun ranks (registered as backend "deepspeed"); `trainer`: its `module:Class`."""
     from trainer.stage import result_for
 
-    launch(kind, config)
+    launch(config, trainer)
     return result_for(config.output_dir)
 
 
@@ -227,11 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent(int(argv[1]))
         os.execv(argv[2], argv[2:])
     die_with_parent()  # a rank: killed when torchrun dies
-    from trainer.config import parse_config
+    from spec.entry_points import import_target
     from trainer.loop import execute
 
     spec = json.loads(Path(argv[0]).read_text())
-    kind, config = spec["kind"], parse_config(spec["config"], spec["kind"])
+    config = import_target(spec["config_class"]).model_validate(spec["config"])
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
     def make(model: Any, trainer: Any) -> DeepSpeedBackend:
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                                 getattr(config, "lr_schedule", "constant"), getattr(config, "min_lr_ratio", 0.0))
 
     try:
-        execute(kind, config, make, world_size=world, rank=rank)
+        execute(config, spec["trainer"], make, world_size=world, rank=rank)
     except NonFiniteLossError as err:  # for launch() to raise in the calling process
         (Path(config.output_dir) / f".nonfinite_rank{rank}.json").write_text(json.dumps(err.fields()))
         raise

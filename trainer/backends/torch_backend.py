@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.backend_api import Backend, check_finite, grad_norm, lr_lambda, make_optimizer, resolve_dtype
+from spec.nonfinite import check_finite
+from trainer.backend_api import Backend, grad_norm, lr_lambda, make_optimizer, resolve_dtype
 from trainer.loop import execute
 from trainer.stage import StageResult
 
@@ -57,12 +58,12 @@ class TorchBackend(Backend):
         self.scheduler.load_state_dict(state["scheduler"])
 
 
-def run(kind: str, config: Any) -> StageResult:
-    """The stage in this process (registered as backend "torch")."""
+def run(config: Any, trainer: str) -> StageResult:
+    """The stage in this process (registered as backend "torch"); `trainer`: its `module:Class`."""
 
     def make(model: Any, trainer: Any) -> Any:
         schedule = getattr(config, "lr_schedule", "constant")
         return TorchBackend(model, config, trainer.total_steps, trainer.warmup_steps, schedule,
                             getattr(config, "min_lr_ratio", 0.0))
 
-    return execute(kind, config, make)
+    return execute(config, trainer, make)

@@ -19,7 +19,9 @@ How our config maps onto TRL 1.16 (the paper's GRPO, docs/cascade_rl.md#grpo-as-
   constant LR after linear warm-up, as the torch backend does.
 Prompts are rendered by curation.chat (system prompt + mode suffix) and handed to TRL as plain
 text, so TRL tokenizes exactly the string our trainer would; rewards get the raw user prompt and
-the RL prompt-set columns, as in the torch backend.
+the prompt-set columns they read (their registry entries declare them: rewards.registry.
+reward_columns; a plug-in gets every RL_SCHEMA column), scored by trainer.scoring as in the torch
+backend.
 
 Options TRL has no equivalent for (dynamic filtering, retiring solved prompts, length / temperature
 schedules, tanh advantages, vLLM rollouts through our engine) are refused with a clear error rather than ignored.
@@ -36,9 +38,6 @@ if TYPE_CHECKING:
     from trainer.config import GRPOConfig
     from trainer.stage import StageResult
 
-# RL_SCHEMA columns a reward may read; they travel through TRL's dataset into reward kwargs.
-REWARD_COLUMNS = ("row_id", "domain", "mode", "answer", "tests", "instruction_id_list", "kwargs",
-                  "golden_patch", "code_context")
 USER_PROMPT = "user_prompt"
 # TRL log key -> our metrics.parquet column (the torch backend's names, trainer/grpo.py).
 METRIC_NAMES = {
@@ -74,6 +73,17 @@ def unsupported_options(config: "GRPOConfig") -> list[str]:
     return problems
 
 
+def dataset_columns(config: "GRPOConfig", available: Sequence[str]) -> list[str]:
+    """The prompt-set columns of `available` TRL's dataset carries: `mode` (the mode each prompt was
+    rendered in) and those the stage's rewards read (every one when a plug-in reward declares none)."""
+    from curation.schemas import RL_SCHEMA
+    from rewards.registry import reward_columns
+
+    declared = [reward_columns(r.name) for r in config.rewards]
+    wanted = set(RL_SCHEMA.names) if None in declared else {"mode", *(c for cols in declared for c in cols or ())}
+    return [c for c in available if c in wanted and c != "prompt"]
+
+
 def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
     """TRL dataset of rendered prompts + reward columns; returns (dataset, prompts skipped as too long).
 
@@ -87,7 +97,7 @@ def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
     from trainer.prompt_set import load_prompt_set
 
     prompts = load_prompt_set(config, tokenizer)
-    columns = [c for c in REWARD_COLUMNS if c in pq.read_schema(config.dataset).names]
+    columns = dataset_columns(config, pq.read_schema(config.dataset).names)
     data: dict[str, list] = {"prompt": [], USER_PROMPT: [], **{c: [] for c in columns}}
     for i in prompts.order(config).take(config.max_steps * config.prompts_per_step):
         row, mode = prompts.rows[i], prompts.modes[i]
@@ -101,8 +111,9 @@ def build_dataset(config: "GRPOConfig", tokenizer: Any) -> tuple[Any, int]:
 class TRLReward:
     """A rewards.base.Reward seen through TRL's call: raw user prompts in, TRL's extra kwargs out.
 
-    Scored through trainer.grpo.score_reward, so a reward that raises or outlives `timeout_s`
-    gives zeros under TRL too instead of stopping or hanging the stage.
+    Scored through trainer.scoring.score_reward, with the columns the reward reads, so a reward
+    that raises or outlives `timeout_s` gives zeros under TRL too instead of stopping or hanging the
+    stage. TRL's own kwargs (completion_ids, trainer_state, ...) are not RL_SCHEMA columns: dropped.
     """
 
     def __init__(self, reward: Any, timeout_s: float | None = None):
@@ -110,10 +121,11 @@ class TRLReward:
         self.__name__ = getattr(reward, "name", type(reward).__name__)
 
     def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
-        from trainer.grpo import score_reward
+        from curation.schemas import RL_SCHEMA
+        from trainer.scoring import score_reward
 
         user_prompts = kwargs.pop(USER_PROMPT, prompts)
-        columns = {k: v for k, v in kwargs.items() if k in REWARD_COLUMNS}
+        columns = {k: v for k, v in kwargs.items() if k in RL_SCHEMA.names}
         texts = [completion_text(c) for c in completions]
         return score_reward(self.reward, list(user_prompts), texts, columns, self.timeout_s)[0]
 
@@ -234,17 +246,15 @@ def run_grpo_trl(config: "GRPOConfig") -> Any:
     import shutil
     from pathlib import Path
 
-    from trainer.grpo import load_rewards
     from spec.lineage import write_record
     from trainer.lineage import build_lineage
     from trainer.metrics import MetricsWriter
+    from trainer.scoring import load_rewards, scorers
     from trainer.stage import result_for
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     rewards, _, records = load_rewards(config.rewards)
-    from trainer.scoring import scorers
-
     # The same reward cache as the built-in backends (no per-rollout audit table: TRL owns the loop).
     rows, summary = train_with_trl(config, str(out), scorers(rewards, config.reward_cache))
     metrics = MetricsWriter(out, config.tensorboard)  # mlflow / wandb: TRL reports to them itself (report_to)
@@ -262,8 +272,10 @@ def _has_checkpoint(work_dir: str) -> bool:
     return os.path.isdir(work_dir) and any(d.startswith("checkpoint-") for d in os.listdir(work_dir))
 
 
-def run(kind: str, config: Any) -> "StageResult":
+def run(config: Any, trainer: str) -> "StageResult":
     """Backend "trl" in trainer.backend_registry: GRPO stages only, through `run_grpo_trl`."""
-    if kind != "grpo":
-        raise ValueError("backend 'trl' is available for GRPO stages only")
+    from spec.entry_points import import_target
+
+    if import_target(trainer).algorithm != "grpo":
+        raise ValueError(f"backend 'trl' runs GRPO stages only, not {trainer}")
     return run_grpo_trl(config)
