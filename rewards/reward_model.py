@@ -11,7 +11,7 @@ the *attention mask* instead (right for left or right padding and for pad == EOS
 position ids from the mask, so a left-padded row scores as it would unpadded.
 
 A NaN/inf loss or gradient norm stops training before that step's update with
-`spec.nonfinite.NonFiniteLossError` (kind `reward_model`, the output folder, the step), as in the
+`spec.nonfinite.NonFiniteLossError` (algorithm `reward_model`, the output folder, the step), as in the
 policy trainers; nothing is written, and the trainer keeps no checkpoints, so a rerun starts over.
 
 Texts are ChatML (`curation.chat.render_messages`) of the prompt and the response's final

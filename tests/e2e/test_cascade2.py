@@ -114,11 +114,11 @@ def test_cascade2_materializes_end_to_end(cascade2: Path, capsys) -> None:
     direct = {node["asset"] for node in tree["inputs"]}
     assert {"multi_domain_rl", "sft", "if_rl", "mopd_prompts"} <= direct  # parent + every teacher by asset
     record = json.loads((Path(tree["path"]) / "lineage.json").read_text())
-    assert record["kind"] == "mopd" and set(record["config"]["teachers"]) == {"math", "instruction", "default"}
+    assert record["algorithm"] == "mopd" and set(record["config"]["teachers"]) == {"math", "instruction", "default"}
     assert record["summary"]["final_metrics"]["clipped_frac"] >= 0.0
     md = json.loads((Path(_json(capsys, "lineage", "multi_domain_rl", "--recipe", str(cascade2), "--json")["path"])
                      / "lineage.json").read_text())
-    assert md["kind"] == "multi_domain" and sum(md["summary"]["drawn"].values()) == 2 * 4
+    assert md["algorithm"] == "multi_domain" and sum(md["summary"]["drawn"].values()) == 2 * 4
 
 
 MD = ["mcqa", "tool_call", "structured_output"]
