@@ -29,6 +29,7 @@ Modules:
   blends.py            SFT stage blends: sources -> one formatted, upsampled, length-capped corpus
   prompts.py           RL prompt sets carrying their verifiers' columns, disjoint from SFT and earlier stages
   accounting.py        `RowAccount`: rows in, drops by reason, the identity that ties them to rows out
+  reasons.py           every quarantine and drop reason, one line each (`REASONS`; docs/reasons.md is generated from it)
   content_hash.py      a dataset's version: blake2b over canonical column bytes, also streamed from parquet
   versioning.py        `<root>/<asset>/<data_version>/data.parquet` + `lineage.json`, written once, atomically
   cli.py               `cascade decontam`: the streaming decontamination as a command

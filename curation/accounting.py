@@ -2,7 +2,8 @@
 
 Every step that drops rows (quarantine, decontamination, dedup, blends, the versioned write)
 counts with one `RowAccount` and checks `rows_in == rows_out + Σ dropped` before its output
-is trusted: a row is never lost without a reason.
+is trusted: a row is never lost without a reason. Every reason is listed, one line each, in
+curation/reasons.py (docs/reasons.md).
 """
 
 from __future__ import annotations
