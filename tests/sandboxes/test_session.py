@@ -52,6 +52,10 @@ def test_program_exiting_mid_conversation() -> None:
     proc.send(b"abc")
     assert proc.readline(5.0) == b"cba"
     assert proc.readline(5.0) is None  # EOF, well before the timeout
+    # EOF means stdout closed; the exit itself may land a moment later (bwrap tears down after the child)
+    waited = time.monotonic() + 30
+    while proc.alive and time.monotonic() < waited:
+        time.sleep(0.01)
     assert not proc.alive
     with pytest.raises(SandboxClosed):
         proc.send(b"more")
