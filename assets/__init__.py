@@ -26,6 +26,7 @@ Modules:
   generations.py  generation assets: a model's responses to a source's rows, made and filtered here
   checkpoints.py  checkpoint assets: base model → SFT stages → reward model → RL stages
   evals.py        eval assets, the forgetting matrix with the cascade report, the gate checks
+  eval_versions.py  an eval's per-domain code and data versions; unchanged domains' cells reused
   checks.py       data-quality checks on every curated table and corpus (blocking)
   common.py       asset keys, reading and verifying an output's metadata, library results as metadata
   publish.py      outputs written under a temporary name and renamed when complete

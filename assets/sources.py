@@ -11,9 +11,11 @@ a file replaced or rewritten meanwhile fails the asset ("source X changed while 
 (...); rerun when it is stable") instead of recording a version of other bytes; nothing is
 written for such a read.
 
-A raw source's metadata shows how it was read (the row layout and reader, given or
-detected) and, next to the row counts, the first quarantined rows with their reasons, so a
-source in an unexpected layout is visible at a glance instead of silently empty.
+A raw source's metadata and lineage record show how it was read (the row layout and reader,
+given or detected, and the valid rows per layout of an `auto` file that mixes layouts) and,
+next to the row counts, the first quarantined rows with their reasons, so a source in an
+unexpected layout is visible at a glance; one that keeps fewer than `min_rows` rows fails its
+blocking `rows_kept` check (assets.checks) instead of succeeding empty.
 """
 
 
@@ -98,6 +100,7 @@ def _raw_asset(recipe: Recipe, spec: SourceSpec, timer: WorkTimer) -> dg.AssetsD
                 inputs=[{"asset": file_asset_name(spec), "data_version": digest, "path": str(path)}],
                 code_version=code_version(CURATION_CODE, config), config=config,
                 extra_files={"quarantine.parquet": result.quarantine},
+                details={"format": result.format, "reader": result.reader, "layouts": result.layouts},
             )
         return _result(out, result.table, _load_metadata(result))
 
@@ -122,6 +125,7 @@ def _load_metadata(result: Any) -> dict[str, Any]:
     return {
         "format": result.format,
         "reader": result.reader,
+        "layouts": dg.MetadataValue.json(result.layouts),
         "quarantine_examples": dg.MetadataValue.md(
             preview_markdown(examples, limit=QUARANTINE_EXAMPLES, width=RAW_CHARS) if examples else "_none_"),
     }

@@ -11,7 +11,12 @@ record to the canonical fields that layout knows how to derive:
 * `llama_nemotron`: `input` messages, `output`, `reasoning` on/off, `system_prompt`.
 * `nemotron_v1`: `messages` (tool calls allowed), `reasoning` on/off, optional `tools`.
 
-`detect_format` picks a layout from a record's keys (`auto`). `canonical_record` joins a
+`detect_format` picks a layout from a record's keys (`auto`: the file's layout is the most common
+one of its first rows, `detect_layout`). In an `auto` file each row is still read in its own
+layout (`mapped_record`): a row the file's layout rejects whose keys name another layout (a
+ShareGPT row among OpenAI ones) is read in that one, so a mixed file keeps every well-formed row;
+rows the file's layout reads, and rows that name no layout, are judged by the file's layout, so a
+single-layout file reads exactly as before. `canonical_record` joins a
 layout's fields with the record's other canonical columns (reference answers, tests, ... are
 still read by canonical name or `columns`), so the one row validator of curation/sources.py
 judges every layout's output, and a broken row raises `InvalidRow` with a named reason.
@@ -221,6 +226,23 @@ def detect_layout(records: Iterable[Any], ignore: Collection[str] = ()) -> str:
     """The most common detected layout of `records` (ties: the first seen); `canonical` when none."""
     counts = Counter(detect_format(r, ignore) for r in records if isinstance(r, Mapping))
     return max(counts, key=counts.__getitem__) if counts else "canonical"
+
+
+def mapped_record(
+    layout: str, record: Any, names: Sequence[str], columns: Mapping[str, str] | None = None,
+    per_row: bool = False, finish: Callable[[dict[str, Any]], Any] = lambda fields: fields,
+) -> tuple[Any, str]:
+    """`finish(canonical_record(...))` (`finish`: the row validator) and the layout that read the
+    row. With `per_row` (a `format: auto` file), a row `layout` rejects is read in the layout its
+    own keys name, when that is another one; its reason is then that layout's (the row is judged as
+    what it is, not as a broken `layout` row)."""
+    try:
+        return finish(canonical_record(layout, record, names, columns)), layout
+    except InvalidRow:
+        own = detect_format(record, ignore=(columns or {}).values()) if per_row else layout
+        if own in (layout, "canonical"):
+            raise
+    return finish(canonical_record(own, record, names, columns)), own
 
 
 def canonical_record(

@@ -4,7 +4,8 @@ A source is read in three steps: a *reader* turns the file into records (`READER
 parquet, `hf` = a `datasets` save_to_disk folder, `hub_parquet` = a folder of parquet files in
 hub layout; `auto` picks one from the path, `detect_reader`), a *row layout* maps each record
 onto canonical field names (curation/formats.py `FORMATS`: canonical, openai, sharegpt,
-preference, llama_nemotron, nemotron_v1; `auto` detects it from the keys of the first rows),
+preference, llama_nemotron, nemotron_v1; `auto` detects it from the keys of the first rows,
+and reads a row of another layout in its own: `curation.formats.mapped_record`),
 and one row validator (`canonical_row`) checks the values, so a jsonl line, a parquet row and
 a `datasets` row in any layout are judged the same way. Value rules, per canonical field type:
 
@@ -36,7 +37,7 @@ from typing import Any, Callable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.formats import FORMATS, canonical_record, detect_layout
+from curation.formats import FORMATS, detect_layout, mapped_record
 from curation.rows import canonical_row
 from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
 
@@ -66,6 +67,8 @@ class LoadResult:
     """Row layout used (given, or detected for `auto`)."""
     reader: str = "jsonl"
     """Reader used (given, or detected from the path for `auto`)."""
+    layouts: dict[str, int] = field(default_factory=dict)
+    """Valid rows per layout that read them (an `auto` file reads each row in its own layout)."""
 
 
 Record = tuple[Any, "str | None", str]  # (object, reason if unreadable, raw text)
@@ -285,7 +288,8 @@ def load_source(
     if reader not in READERS:
         raise ValueError(f"unknown reader {reader!r} (known: auto, {', '.join(sorted(READERS))})")
     records = _numbered_records(Path(path), reader, split, limit, shard, shards)
-    if format == "auto":  # detected on the first rows of the whole source, whichever shard reads it
+    auto = format == "auto"  # each row is then read in its own layout when the file's rejects it
+    if auto:  # detected on the first rows of the whole source, whichever shard reads it
         head = list(itertools.islice(records if shards == 1 else enumerate(READERS[reader](path, split, limit)),
                                      DETECT_ROWS))
         format = detect_layout((obj for _, (obj, reason, _) in head if reason is None), ignore=columns.values())
@@ -293,13 +297,17 @@ def load_source(
     names = [f.name for f in schema if f.name not in ("row_id", "source")]
     rows, ordinals, bad = [], [], []
     dropped: dict[str, int] = {}
+    layouts: dict[str, int] = {}
     rows_in = 0
     for i, (obj, reason, raw) in records:
         rows_in += 1
         if reason is None:
             try:
-                rows.append(canonical_row(canonical_record(format, obj, names, columns), schema, source_name))
+                row, used = mapped_record(format, obj, names, columns, auto,
+                                          lambda fields: canonical_row(fields, schema, source_name))
+                rows.append(row)
                 ordinals.append(i)
+                layouts[used] = layouts.get(used, 0) + 1
                 continue
             except InvalidRow as err:
                 reason = err.reason
@@ -313,14 +321,7 @@ def load_source(
     if ordinal_column:
         table = table.append_column(ordinal_column, pa.array(ordinals, pa.int64()))
         quarantine = quarantine.append_column(ordinal_column, pa.array(positions, pa.int64()))
-    return LoadResult(
-        table,
-        quarantine,
-        rows_in,
-        dropped,
-        format,
-        reader,
-    )
+    return LoadResult(table, quarantine, rows_in, dropped, format, reader, layouts)
 
 
 BUILTIN_BENCHMARKS = ("humaneval", "gsm8k")

@@ -121,12 +121,14 @@ def write_versioned(
     config: Mapping[str, Any],
     extra_files: Mapping[str, Any] | None = None,
     row_group_rows: int | None = None,
+    details: Mapping[str, Any] | None = None,
 ) -> Versioned:
     """Write `table` under `<root>/<asset>/<content hash>/` unless that version exists.
 
     `inputs` are Versioned objects or {asset, data_version[, path]} dicts; `extra_files`
     maps plain file names to a pa.Table (parquet), bytes, str, a Path to copy, or JSON data;
-    `row_group_rows` sets small parquet row groups for data that is read back streamed.
+    `row_group_rows` sets small parquet row groups for data that is read back streamed; `details`
+    are more record keys (a raw source's row layout and reader).
     Raises ValueError unless rows_in == rows_out + sum(dropped).
     """
     dropped = _check_accounting(asset, rows_in, table.num_rows, dropped)
@@ -137,7 +139,7 @@ def write_versioned(
         return existing
     record = make_record(asset, data_version, folder / "data.parquet", code_version,
                          [_input_record(i) for i in inputs], kind="dataset", rows_in=int(rows_in),
-                         rows_out=table.num_rows, dropped=dropped, config=dict(config))
+                         rows_out=table.num_rows, dropped=dropped, config=dict(config), **dict(details or {}))
     # Write everything in a private folder, then rename: readers never see half a version.
     tmp = folder.parent / f".tmp-{data_version}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)

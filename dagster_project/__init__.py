@@ -8,6 +8,7 @@ Modules:
   recipe.py            recipe loading: `spec.recipe` checked against what the libraries register
   cli.py               the `cascade` entry point; each package registers its subcommands
   commands.py          `cascade run | status | lineage` against the local Dagster instance
+  accounting.py        rows in, kept, quarantined, decontaminated, deduplicated per source and corpus, from the records
   home_lock.py         one run per `$CASCADE_HOME`, and the instance created under a lock
   report_command.py    `cascade report`: the cascade report, printed or written as JSON
   verify_command.py    `cascade verify-home`: every lineage record under the home checked in full

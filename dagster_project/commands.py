@@ -1,5 +1,7 @@
 """`cascade run`, `cascade status` and `cascade lineage`: the recipe's assets from a terminal.
 
+`cascade run` ends with the row accounting of every source and corpus, and `status --json` /
+`lineage --json` carry the same numbers per dataset (`rows`; dagster_project.accounting).
 All three talk to the same Dagster instance the UI uses (`$CASCADE_HOME/dagster`: local SQLite,
 or PostgreSQL when the recipe's `storage.backend` is postgres), in process: no webserver or
 daemon has to be running.
@@ -194,6 +196,7 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
     from dagster._core.loader import LoadingContextForTest
 
     from assets.common import materialization_problems
+    from dagster_project.accounting import record_rows
 
     graph = defs.resolve_asset_graph()
     resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
@@ -212,10 +215,11 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
     rows = []
     for k in keys:
         record = instance.get_latest_materialization_event(k)
-        version = None
+        version, counts = None, None
         if record and record.asset_materialization:
             meta = record.asset_materialization.metadata
             version = meta["data_version"].value if "data_version" in meta else None
+            counts = record_rows(meta["path"].value) if "path" in meta else None
         rows.append({
             "asset": k.path[-1], "key": k.to_user_string(), "materialized": own[k] != StaleStatus.MISSING,
             "data_version": version, "stale": is_stale(k), "dagster_status": own[k].value.lower(),
@@ -224,6 +228,7 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
                                sorted(graph.get(k).parent_keys, key=lambda p: p.to_user_string()) if problems.get(p)),
                              *(f"{c.key.asset_key.to_user_string()}: {c.reason}" for c in resolver.get_stale_root_causes(k))],
             "problems": problems[k],
+            "rows": counts,  # a dataset's accounting from its lineage record (dagster_project.accounting)
         })
     return rows
 
@@ -247,6 +252,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_lineage(args: argparse.Namespace) -> int:
     from assets.common import latest_metadata
+    from dagster_project.accounting import add_rows
     from spec.lineage import lineage_tree, render_tree
     from spec.lineage_verify import annotate_tree
 
@@ -256,7 +262,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     # Every node is checked against its folder (spec.lineage_verify): one that does not verify is marked.
     tree = annotate_tree(lineage_tree({"asset": asset_key.path[-1], "data_version": meta.get("data_version"),
                                        "path": meta["path"]}))
-    print(json.dumps(tree, indent=2) if args.json else "\n".join(render_tree(tree)))
+    print(json.dumps(add_rows(tree), indent=2) if args.json else "\n".join(render_tree(tree)))
     return 0
 
 
@@ -312,7 +318,7 @@ def _run_locked(args: argparse.Namespace) -> int:
     print(f"  executor: {executor} (recipe `execution:`; docs/executors.md)", flush=True)
     result = execute(defs, instance, recipe, selection)
     wall = time.perf_counter() - started
-    _report(defs, instance, result, wall, timer.seconds if executor == "in_process" else None)
+    _report(defs, instance, result, wall, timer.seconds if executor == "in_process" else None, recipe)
     return 0 if result.success else 1
 
 
@@ -343,8 +349,9 @@ def execute(defs, instance, recipe, selection: list | None):
                           run_config=_quiet(), tags=run_tags())
 
 
-def _report(defs, instance, result, wall: float, work: float | None) -> None:
+def _report(defs, instance, result, wall: float, work: float | None, recipe) -> None:
     from assets.common import latest_metadata
+    from dagster_project.accounting import accounting_table
 
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     for event in failures:
@@ -352,15 +359,18 @@ def _report(defs, instance, result, wall: float, work: float | None) -> None:
     for event in result.all_events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
             data = event.event_specific_data
-            if not data.passed:
-                print(f"CHECK FAILED {data.asset_key.to_user_string()}:{data.check_name}: "
-                      f"{json.dumps({k: v.value for k, v in data.metadata.items()}, default=str)}", file=sys.stderr)
+            if not data.passed:  # the check's own sentence when it has one (rows_kept), else its metadata
+                print(f"CHECK FAILED {data.asset_key.to_user_string()}:{data.check_name}: " + (data.description or
+                      json.dumps({k: v.value for k, v in data.metadata.items()}, default=str)), file=sys.stderr)
     try:
         matrix = Path(latest_metadata(instance, resolve_key(defs, "forgetting_matrix"))["path"]) / "forgetting.md"
         print("\nForgetting matrix (held-out score, points; rows = domains, columns = checkpoints):")
         print(matrix.read_text())
     except Exception:  # noqa: BLE001 - a recipe without evals has no matrix
         pass
+    table = accounting_table(recipe, instance)
+    if table:
+        print(f"\n{table}\n")
     print("Checkpoints:")
     for k in sorted(defs.resolve_asset_graph().materializable_asset_keys, key=lambda k: k.to_user_string()):
         if k.path[0] == "checkpoints":

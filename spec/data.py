@@ -51,6 +51,9 @@ class SourceSpec(Settings):
     shards: int = Field(default=1, ge=1, le=1024)
     """Curate in this many shards (rows assigned by a stable CRC32 of their raw line): reading, quarantine, decontamination and dedup fingerprints run per shard, as separate steps that run side by side under a multi-process executor; as many key-partition steps find duplicate pairs, one step clusters them and one assembles the rows in source order, so the curated rows and their data version equal the unsharded path's and no step holds the whole source."""
 
+    min_rows: int = Field(default=1, ge=0, exclude=True)
+    """Fewest rows the source must keep: the blocking `rows_kept` check fails `sources/raw_<name>` and `curated/clean_<name>` when fewer are kept (an empty file, or every row quarantined because the layout is wrong), naming the top quarantine reasons, so nothing downstream is built from it. 0 allows an empty source. A check threshold, not part of how rows are read: it is left out of the config that versions the source."""
+
     _v_name = field_validator("name")(check_name)
 
     @model_validator(mode="before")
@@ -210,3 +213,5 @@ class CurationConfig(Settings):
     """Exact and near-duplicate removal."""
     swe: SweCurationConfig = Field(default_factory=SweCurationConfig)
     """SWE SFT/RL split rule."""
+    min_corpus_rows: int = Field(default=1, ge=0)
+    """Fewest rows every training corpus (an SFT stage's `<stage>_data`, the reward model's pairs, an RL stage's `<stage>_prompts`) must keep: the blocking `rows_kept` check fails a corpus with fewer, naming its top drop reasons, so no trainer starts on an empty corpus. 0 allows an empty corpus."""

@@ -5,15 +5,14 @@
 - `file_digest(path)`: blake2b over a file's bytes, or over every file of a folder with its
   relative name (Hugging Face datasets and model folders are folders); a file that changes
   while it is hashed raises (spec.consistent_read, which also versions bytes that are parsed).
-- `code_hash(*packages)`: blake2b over a package's source files, so editing library code
-  makes exactly the assets that run it stale.
+- `code_hash(*packages)`: blake2b over whole packages' source files (the data assets' code).
 - `source_version(target)`: the digest of the code behind one `module:attr` or
   `path/file.py:attr` (its module, the local modules it imports, transitively, found by an
   `ast` walk without running anything, and its package's files for code outside this repo).
-  Rewards are versioned by it, built-in and user-written alike, so a reward's version changes
-  exactly when code it runs changes, never by hand. Why an import walk rather than a whole
-  package: editing rewards/math.py must not re-version the code reward (and restale its
-  stages); why not the module alone: math's verdicts also come from curation/chat.py.
+  Rewards are versioned by it, so a reward's version changes exactly when code it runs changes.
+  Why an import walk, not a whole package: editing rewards/math.py must not re-version the code
+  reward; why not the module alone: math's verdicts also come from curation/chat.py.
+- `closure_version(targets)`: the same over several entry points (a checkpoint's training code).
 - `object_source_version(obj)`: the same for the module an imported object comes from, checked
   against the code that was imported (its code objects must compile from the hashed bytes), so a
   file edited after the import raises rather than versioning code that does not run.
@@ -82,7 +81,7 @@ def code_version(packages: Sequence[str], config: Any) -> str:
 
 # --- Source versions: the digest of the code behind a `module:attr` / `file.py:attr` target ---
 
-PLATFORM_PACKAGES = ("spec", "curation", "sandboxes", "rewards", "trainer", "assets", "dagster_project")
+PLATFORM_PACKAGES = ("spec", "curation", "sandboxes", "rewards", "generation", "trainer", "assets", "dagster_project")
 """This repository's packages: imports of them are followed into REPO_ROOT from any code."""
 _SITE_DIRS = ("site-packages", "dist-packages")
 
@@ -242,14 +241,14 @@ def _find_source(module: str) -> str | None:
 
 
 def source_files(target: str) -> list[Path]:
-    """Every file a target's version covers, sorted.
-
-    The target's module file, the modules it imports that are local (transitively, by an
-    `ast` walk of its `import` / `from ... import` statements, lazy ones included, never
-    running anything) and, for code outside this repository that lives in a package, every
-    file of that package. "Local" means: this repository's packages (PLATFORM_PACKAGES), and
-    for other code the modules beside it (its folder, or the folder holding its package),
-    except in site-packages. Dynamic imports (`importlib.import_module(name)`) are not seen.
+    """Every file a target's version covers, sorted: the target's module file, the modules it
+    imports that are local (transitively, by an `ast` walk of its `import` / `from ... import`
+    statements anywhere in the file, lazy ones inside functions included, never running anything)
+    and, for code outside this repository that lives in a package, every file of that package.
+    "Local" means: this repository's packages (PLATFORM_PACKAGES), and for other code the modules
+    beside it (its folder, or the folder holding its package), except in site-packages. Dynamic
+    imports (`importlib.import_module(name)`, `module:attr` strings) are not seen: name them as
+    further entry points (`closure_version`).
     """
     return _closure(_locate(target))
 
@@ -291,31 +290,40 @@ def _stamp(path: Path) -> tuple[int, ...] | None:
     return stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns
 
 
-# root file -> (stamps of its files and of their folders, digest). A folder's stamp changes
-# when a file appears in it, so a new sibling module or package file is noticed too.
-_DIGESTS: dict[Path, tuple[tuple[tuple[Path, tuple[int, ...] | None], ...], str]] = {}
+# root file -> (stamps of its files and of their folders, (label, digest) of each file). A folder's
+# stamp changes when a file appears in it, so a new sibling module or package file is noticed too.
+_DIGESTS: dict[Path, tuple[tuple[tuple[Path, tuple[int, ...] | None], ...], tuple[tuple[str, str], ...]]] = {}
 
 
-def source_version(target: str, length: int = 12) -> str:
-    """Digest of the source code behind `target` (`module`, `module:attr`, `path/file.py[:attr]`).
-
-    Covers `source_files(target)`, each under its name relative to its home folder (moving a
-    checkout does not change versions). Cached per process and re-checked on every call by
-    the files' (and their folders') mtime and size, so an edit is seen at once, even by a
-    long-lived process, and an unchanged module costs a few `stat`s. Built-in and user
-    rewards are versioned by this same function, so editing rewards/math.py changes math's
-    version and not code's.
-    """
-    root = _locate(target)
+def _entries(root: Path) -> tuple[tuple[str, str], ...]:
+    """(name relative to its home folder, content digest) of each file of `root`'s closure; re-checked
+    on every call by the files' (and folders') stat stamps: an edit is seen at once, a hit costs `stat`s."""
     known = _DIGESTS.get(root)
     if known is None or any(_stamp(p) != stamp for p, stamp in known[0]):
         scope, files = _Scope(root), _closure(root)
-        h = hashlib.blake2b(digest_size=16)
-        for path in files:
-            h.update(scope.label(path).encode() + b"\0" + _scan(path)[0].encode() + b"\n")
         watched = sorted({*files, *(f.parent for f in files)})
-        known = _DIGESTS[root] = (tuple((p, _stamp(p)) for p in watched), h.hexdigest())
-    return known[1][:length]
+        known = _DIGESTS[root] = (tuple((p, _stamp(p)) for p in watched), tuple((scope.label(f), _scan(f)[0]) for f in files))
+    return known[1]
+
+
+def _digest(entries: Sequence[tuple[str, str]], length: int) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for label, digest in entries:
+        h.update(label.encode() + b"\0" + digest.encode() + b"\n")
+    return h.hexdigest()[:length]
+
+
+def source_version(target: str, length: int = 12) -> str:
+    """Digest of the code behind `target` (`module`, `module:attr`, `path/file.py[:attr]`): its
+    `source_files`, named relative to their home folder (a moved checkout keeps its versions)."""
+    return _digest(_entries(_locate(target)), length)
+
+
+def closure_version(targets: Sequence[str], length: int = 16) -> str:
+    """`source_version` of several entry points together (the union of their closures, each file
+    once): the code a checkpoint's training runs (assets.checkpoints), or an eval domain's scoring
+    (assets.evals); editing a module none of them imports (the report, the CLI) leaves them fresh."""
+    return _digest(sorted({e for t in dict.fromkeys(targets) for e in _entries(_locate(t))}), length)
 
 
 def object_source_version(obj: Any, length: int = 12) -> str:

@@ -146,13 +146,13 @@ def evaluate_checkpoint(
 
     Completions come from a generation engine (generation.engine: `hf` by default, `vllm` on a
     GPU, `openai` for a served model), greedy, every set's prompts in one batched call per mode.
-    A set with a TTS plan also gets `cell["tts"]` (trainer.tts.run_tts: best@k and select@k).
+    A set with a TTS plan also gets `cell["tts"]` (trainer.tts.run_tts: best@k and select@k), run
+    through the plan, so the TTS code is part of what evaluates a set only when it has one.
     `dtype` of the hf engine: `auto` = bfloat16 where the hardware computes it natively, else float32.
     `reward_cache`: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with training), "off" = none.
     """
     from generation.engine import build_engine
     from rewards.cache import cache_path, maybe_cached
-    from trainer.tts import run_tts
 
     for mode in modes:
         if mode not in MODES:
@@ -173,8 +173,8 @@ def evaluate_checkpoint(
                 completions = complete_greedy(gen, texts, max_new_tokens, seed)
                 results[domain][mode] = score_completions(eval_set, completions, reward=reward)
                 if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):
-                    results[domain][mode]["tts"] = run_tts(
-                        gen, prompts, texts, reward_columns(eval_set.table), reward, eval_set.tts, max_new_tokens,
+                    results[domain][mode]["tts"] = eval_set.tts.run(  # trainer.tts, through the plan
+                        gen, prompts, texts, reward_columns(eval_set.table), reward, max_new_tokens,
                         seed, row_ids(eval_set.table))
     finally:
         gen.close()

@@ -55,6 +55,12 @@ class TTSPlan:
     selector: Reward | None = None
     """The reward that ranks samples for `rm` (the reward model); unused otherwise."""
 
+    def run(self, engine: Any, prompts: Sequence[Any], texts: Sequence[str], columns: dict[str, list],
+            reward: Reward, max_new_tokens: int, seed: int = 0, row_ids: Sequence[str] | None = None) -> dict[str, Any]:
+        """`run_tts` with this plan: trainer.evaluate reaches the TTS code only through a plan, so an
+        eval domain without one does not run (nor is versioned by) this module (assets.eval_versions)."""
+        return run_tts(engine, prompts, texts, columns, reward, self, max_new_tokens, seed, row_ids)
+
 
 def majority_key(completion: str) -> str | None:
     """The answer a vote counts: the last boxed answer after `</think>`, else the final text; None if empty."""

@@ -124,7 +124,7 @@ def test_data_checks_read_the_checked_table_from_the_store(recipe: Recipe, store
     store, clean = _clean(recipe, store)
     checks = {spec.name: c for c in build_data_checks(recipe, WorkTimer())
               for spec in c.check_specs if spec.asset_key == CLEAN}
-    assert set(checks) == {"no_benchmark_overlap", "row_accounting", "schema"}
+    assert set(checks) == {"no_benchmark_overlap", "row_accounting", "schema", "rows_kept"}
     results = {name: check(check_context(store)) for name, check in checks.items()}
     assert all(r.passed for r in results.values())
     assert results["row_accounting"].metadata["rows_out"].value == clean.metadata["rows_out"]
