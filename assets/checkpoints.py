@@ -31,7 +31,7 @@ from spec.models import BUILTIN_MODELS
 from spec.lineage import file_manifest, input_ref, make_record, read_record, write_record
 from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
 from spec.overrides import overrides_for
-from spec.paths import portable_path
+from spec.paths import portable, portable_path
 from spec.recipe import Recipe, RLStageSpec, SFTStageSpec
 
 
@@ -92,8 +92,38 @@ def _seal(root: Path, work: Path, out_dir: Path, version: str, code_version: str
     publish(work, out_dir, "checkpoint_publish")
 
 
+def lineage_markdown(inputs: list[dict[str, Any]], roles: dict[dg.AssetKey, str], code_version: str) -> str:
+    """A checkpoint's lineage as the UI's markdown table: each input (lineage record `inputs`) with
+    its role (`roles`: the asset keys it read, by role), a link to its asset's page (`/assets/<key
+    path>`; reward code has no asset) and its version, then the training code's version (two
+    columns: the table fits the UI's metadata column). Their folders are in `inputs` and lineage.json."""
+    by_name = {k.path[-1]: (k, role) for k, role in roles.items()}
+    rows = ["| input | version |", "|---|---|"]
+    for ref in inputs:
+        name = str(ref["asset"])
+        asset_key, role = by_name.get(name, (None, "reward code" if name.startswith("reward/") else "input"))
+        link = f"[{name}](/assets/{'/'.join(asset_key.path)})" if asset_key else f"`{name}`"
+        rows.append(f"| {role}: {link} | `{ref['data_version']}` |")
+    if not inputs:
+        rows.append("| none: the cascade starts here | - |")
+    return "\n".join([*rows, "", f"code version `{code_version}`"])
+
+
+def _roles(*pairs: tuple[str, dg.AssetKey | None]) -> dict[dg.AssetKey, str]:
+    """`lineage_markdown`'s roles from (role, asset key) pairs (None: not read); a key named twice
+    (a teacher that is also the parent) gets both roles."""
+    out: dict[dg.AssetKey, str] = {}
+    for role, asset_key in pairs:
+        if asset_key is not None:
+            out[asset_key] = ", ".join(filter(None, [out.get(asset_key), role]))
+    return out
+
+
 def _finish(root: Path, out_dir: Path, version: str, code_version: str, inputs: list[dict], stage_kind: str | None,
-            extra: dict[str, Any], overrides: dict[str, Any] | None = None) -> dg.MaterializeResult:
+            extra: dict[str, Any], overrides: dict[str, Any] | None = None,
+            roles: dict[dg.AssetKey, str] | None = None) -> dg.MaterializeResult:
+    """The materialization of a checkpoint (its record written first when it has none): its folder,
+    version, lineage table (`lineage_markdown`) and inputs; every path in it home-relative."""
     record = read_record(out_dir)
     # a user's own base model folder (outside the home): recorded where it is, again once its files changed
     own = not out_dir.resolve().is_relative_to(root.resolve())
@@ -101,9 +131,10 @@ def _finish(root: Path, out_dir: Path, version: str, code_version: str, inputs: 
         details = _details(stage_kind, overrides)
         write_record(out_dir, make_record(out_dir.parent.name, version, out_dir, code_version, inputs, **details))
     meta = {"path": dg.MetadataValue.path(portable_path(out_dir)), "data_version": version,
-            "inputs": dg.MetadataValue.json(inputs), **extra}
+            "lineage": dg.MetadataValue.md(lineage_markdown(inputs, roles or {}, code_version)),
+            "inputs": dg.MetadataValue.json(portable(inputs)), **{k: portable(v) if isinstance(v, (str, dict, list)) else v for k, v in extra.items()}}
     if overrides:
-        meta["overrides"] = dg.MetadataValue.json(overrides)
+        meta["overrides"] = dg.MetadataValue.json(portable(overrides))
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata=meta)
 
 
@@ -193,7 +224,8 @@ def _sft_asset(recipe: Recipe, stage: SFTStageSpec, parent: str, index: int, tim
             with timer.measure(context.asset_key.to_user_string()):
                 run_stage(config, kind.trainer)
             _seal(store.checkpoint_root(), work, out, version, code, inputs, kind.name, {}, overrides)
-        return _finish(store.checkpoint_root(), out, version, code, inputs, kind.name, _training_metadata(out), overrides)
+        return _finish(store.checkpoint_root(), out, version, code, inputs, kind.name, _training_metadata(out), overrides,
+                       _roles(("parent", parent_key), ("SFT data", data_key)))
 
     return sft
 
@@ -224,7 +256,8 @@ def _reward_model_asset(recipe: Recipe, parent: str, timer: WorkTimer) -> dg.Ass
             with timer.measure(context.asset_key.to_user_string()):
                 import_target(kind.trainer)(parent_ref["path"], table, work, import_target(kind.config)(**train, seed=recipe.seed))
             _seal(store.checkpoint_root(), work, out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
-        return _finish(store.checkpoint_root(), out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides)
+        return _finish(store.checkpoint_root(), out, version, code, [parent_ref, *data_refs], kind.name, {}, overrides,
+                       _roles(("parent", parent_key), ("preference pairs", data_keys[0])))
 
     return reward_model
 
@@ -279,8 +312,10 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
             with timer.measure(context.asset_key.to_user_string()):
                 run_stage(config, kind.trainer)
             _seal(store.checkpoint_root(), work, out, version, code, inputs, stage.kind, {}, overrides)
+        roles = _roles(("parent", parent_key), ("prompt set", prompts_key), ("reward model", rm_key),
+                       *((f"checkpoint for {role}", k) for role, k in read_keys.items()))  # MOPD teachers
         return _finish(store.checkpoint_root(), out, version, code, inputs, stage.kind,
-                       _training_metadata(out) | _audit_metadata(out), overrides)
+                       _training_metadata(out) | _audit_metadata(out), overrides, roles)
 
     return rl
 

@@ -9,7 +9,9 @@ verifies (`output_problems`, spec.lineage_verify): a hand-edited or damaged outp
 that would read it, and `cascade status` (`materialization_problems`) shows it stale with the
 cause. The lineage records (lineage.json, one writer: spec.lineage) carry the same paths, so
 audits work without Dagster, and the row accounting (`accounting`: rows in, kept, quarantined,
-decontaminated, deduplicated) that the terminal and the `rows_kept` check report.
+decontaminated, deduplicated) that the terminal and the `rows_kept` check report, and that a
+dataset's UI page shows as a table (`accounting_markdown`, under the terminal's labels). Every
+path in the metadata, nested ones too, is `${CASCADE_HOME}`-relative (spec.paths.portable).
 """
 
 
@@ -22,7 +24,7 @@ from typing import Any, Iterator
 import dagster as dg
 
 from spec.lineage_verify import load_record, output_label, verify_record
-from spec.paths import HOME_TOKEN, portable_path, resolve_home_path
+from spec.paths import HOME_TOKEN, portable, portable_path, resolve_home_path
 
 # Asset key prefixes (groups in the UI).
 SOURCES, BENCHMARKS, CURATED, CORPORA, CHECKPOINTS, EVALS = (
@@ -106,18 +108,21 @@ def preview_markdown(rows: list[dict[str, Any]], limit: int = 5, width: int = 60
 
 
 def dataset_metadata(record: dict[str, Any], preview: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Row counts, drop reasons and a preview: what a user checks first in the UI."""
+    """Row counts, drop reasons, the accounting table (`accounting_markdown`, the numbers the terminal
+    prints) and a preview: what a user checks first in the UI. Paths are home-relative, nested ones too."""
     folder = resolve_home_path(record["path"])
     folder = folder.parent if folder.suffix == ".parquet" else folder
+    rows = accounting(record)
     meta: dict[str, Any] = {
         "path": dg.MetadataValue.path(portable_path(folder)),
         "data_version": record["data_version"],
+        **({"accounting": dg.MetadataValue.md(accounting_markdown(rows))} if rows is not None else {}),
         "rows_in": record["rows_in"],
         "rows_out": record["rows_out"],
         "dagster/row_count": record["rows_out"],
         "dropped": dg.MetadataValue.json(record.get("dropped", {})),
         "rows_dropped": sum(record.get("dropped", {}).values()),
-        "inputs": dg.MetadataValue.json(record.get("inputs", [])),
+        "inputs": dg.MetadataValue.json(portable(record.get("inputs", []))),
     }
     if preview is not None:
         meta["preview"] = dg.MetadataValue.md(preview_markdown(preview))
@@ -128,10 +133,14 @@ DECONTAM_PREFIX = "contaminated:"
 TOP_REASONS = 3
 
 
+def ranked_reasons(dropped: dict[str, int]) -> list[tuple[str, int]]:
+    """Drop reasons with their counts, most frequent first (ties: by name), none of count 0."""
+    return [(reason, count) for reason, count in sorted(dropped.items(), key=lambda item: (-item[1], item[0])) if count]
+
+
 def top_reasons(dropped: dict[str, int], n: int = TOP_REASONS) -> list[str]:
-    """The `n` most frequent drop reasons as `reason ×count` (ties: by name), most first."""
-    ranked = sorted(dropped.items(), key=lambda item: (-item[1], item[0]))
-    return [f"{reason} ×{count}" for reason, count in ranked[:n] if count]
+    """The `n` most frequent drop reasons as `reason ×count` (ranked_reasons), most first."""
+    return [f"{reason} ×{count}" for reason, count in ranked_reasons(dropped)[:n]]
 
 
 def is_load_record(record: dict[str, Any]) -> bool:
@@ -162,6 +171,28 @@ def accounting(record: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+ACCOUNTING_COLUMNS = (("rows_in", "in"), ("kept", "kept"), ("quarantined", "quarantined"),
+                      ("decontaminated", "decontaminated"), ("deduplicated", "deduplicated"), ("filtered", "filtered"))
+"""The accounting's numbers and their labels, in the order the terminal table and the UI show them."""
+
+
+def accounting_markdown(rows: dict[str, Any]) -> str:
+    """An `accounting` as the UI's markdown: one row per number under the terminal table's labels
+    (ACCOUNTING_COLUMNS; a narrow table fits the UI's metadata column), the layout and reader of
+    a raw read, and every drop reason with its count."""
+    out = ["| rows | |", "|---|---:|", *(f"| {label} | {rows.get(c, 0)} |" for c, label in ACCOUNTING_COLUMNS)]
+    read = [f"{what} `{rows[k]}`" for what, k in (("layout", "format"), ("reader", "reader")) if rows.get(k)]
+    if len(rows.get("layouts") or {}) > 1:
+        read.append("rows per layout: " + ", ".join(f"`{name}` {n}" for name, n in sorted(rows["layouts"].items())))
+    if read:
+        out += ["", "Read with " + "; ".join(read) + "."]
+    ranked = ranked_reasons(rows["dropped"])
+    if ranked:
+        out += ["", "| dropped because | rows |", "|---|---:|"]
+        out += [f"| `{reason}` | {count} |" for reason, count in ranked]
+    return "\n".join(out)
+
+
 class WorkTimer:
     """Accumulates time spent inside library calls, to measure orchestration overhead, and
     prints one progress line per labelled piece of work."""
@@ -174,10 +205,12 @@ class WorkTimer:
         start = time.perf_counter()
         if label:
             print(f"[cascade] {label} ...", file=sys.stderr, flush=True)
+        outcome = "failed after"  # "done" only for work that returned: a raise is not done
         try:
             yield
+            outcome = "done in"
         finally:
             elapsed = time.perf_counter() - start
             self.seconds += elapsed
             if label:
-                print(f"[cascade] {label} done in {elapsed:.1f} s", file=sys.stderr, flush=True)
+                print(f"[cascade] {label} {outcome} {elapsed:.1f} s", file=sys.stderr, flush=True)

@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from curation.formats import FORMATS, detect_layout, mapped_record
 from curation.rows import canonical_row
 from curation.schemas import DOMAIN_SCHEMAS, InvalidRow
+from spec.data import AUTO_READER_SUFFIXES, HF_FOLDER_MARKERS
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -213,7 +214,6 @@ READERS: dict[str, Reader] = {
     "hub_parquet": _hub_parquet_records,  # a folder of parquet files in hub layout
 }
 """Source file type -> reader."""
-HF_FOLDER_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 LEGACY_READER_FORMATS = ("jsonl", "parquet", "hf")  # old `format:` values: readers, canonical layout
 DETECT_ROWS = 50  # `format: auto` looks at this many rows
 
@@ -233,10 +233,9 @@ def detect_reader(path: Path | str) -> str:
             return "hub_parquet"
         raise ValueError(f"{path}: neither a `datasets` folder nor parquet files; set `reader`")
     name = path.name.lower()
-    if name.endswith(".parquet"):
-        return "parquet"
-    if name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
-        return "jsonl"
+    for suffix, reader in AUTO_READER_SUFFIXES.items():  # the table the recipe loader checks names by
+        if name.endswith(suffix):
+            return reader
     raise ValueError(f"{path}: cannot tell the reader from the name; set `reader` (one of {sorted(READERS)})")
 
 

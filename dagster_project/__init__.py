@@ -8,6 +8,9 @@ Modules:
   recipe.py            recipe loading: `spec.recipe` checked against what the libraries register
   cli.py               the `cascade` entry point; each package registers its subcommands
   commands.py          `cascade run | status | lineage` against the local Dagster instance
+  selection.py         `cascade run --select`: Dagster's selection syntax (`+asset`), missing upstream named at once
+  run_output.py        what a run prints: one line per failure's cause, tracebacks in a log, full or read-only disks
+  read_only.py         `lineage | status | report` on a read-only home, from its lineage records
   accounting.py        rows in, kept, quarantined, decontaminated, deduplicated per source and corpus, from the records
   home_lock.py         one run per `$CASCADE_HOME`, and the instance created under a lock
   report_command.py    `cascade report`: the cascade report, printed or written as JSON

@@ -19,13 +19,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from assets.common import CORPORA, CURATED, DECONTAM_PREFIX, SOURCES, accounting, key, latest_metadata, top_reasons
+from assets.common import (ACCOUNTING_COLUMNS as COLUMNS, CORPORA, CURATED, DECONTAM_PREFIX, SOURCES, accounting, key,
+                           latest_metadata, top_reasons)
 from spec.lineage import read_record
 from spec.paths import resolve_home_path
 
 Record = dict[str, Any]
-COLUMNS = (("rows_in", "in"), ("kept", "kept"), ("quarantined", "quarantined"),
-           ("decontaminated", "decontaminated"), ("deduplicated", "deduplicated"), ("filtered", "filtered"))
 
 
 def record_rows(path: str | Path | None) -> dict[str, Any] | None:

@@ -54,7 +54,20 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, (RecipeError, FileNotFoundError, ValueError)):
             print(f"cascade {args.command}: error: {err}", file=sys.stderr)
             return 2
-        raise
+        return _environment_fault(args, err)
+
+
+def _environment_fault(args: argparse.Namespace, err: Exception) -> int:
+    """A full or read-only home (however deep it surfaced: OSError, SQLite through SQLAlchemy):
+    one line naming the home and what to do, the traceback in a log, exit 1. Anything else is raised."""
+    from dagster_project.run_output import report_exception
+    from spec.paths import cascade_home
+
+    message = report_exception(args.command, err, cascade_home(), getattr(args, "debug", False))
+    if message is None:
+        raise err
+    print(message, file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

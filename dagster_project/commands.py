@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="materialize the recipe's assets (default: all)")
     run.add_argument("--recipe", help="recipe YAML (default: $CASCADE_RECIPE or recipes/default.yaml)")
     run.add_argument("--stale", action="store_true", help="only stale or missing assets and their downstream")
-    run.add_argument("--select", help="comma-separated asset names (last key component) to materialize")
+    run.add_argument("--select", help="comma-separated assets (last key component is enough); `+name`: with all "
+                     "its ancestors, `name+`: descendants, or Dagster's selection syntax (dagster_project.selection)")
+    run.add_argument("--debug", action="store_true", help="print a failed step's full traceback too (always in the log)")
     run.add_argument("--wait", action="store_true",
                      help="when another run holds this CASCADE_HOME, wait for it instead of exiting at once (exit 3)")
     _add_set(run)
@@ -181,10 +183,14 @@ def resolve_key(defs, name: str):
     return matches[0]
 
 
-def observe_sources(defs, instance) -> None:
+def observe_sources(defs, instance, keys: list | None = None) -> None:
+    """Hash the raw files (`keys` of them; default all), writing built-in sample data first when missing."""
     from assets import OBSERVE_JOB
+    from dagster_project.run_output import console_config
 
-    defs.resolve_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=_quiet(), tags=run_tags())
+    if keys != []:  # none to observe (a selection that reads no raw file)
+        defs.resolve_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=console_config(),
+                                                             tags=run_tags(), asset_selection=keys)
 
 
 def asset_statuses(defs, instance) -> list[dict[str, Any]]:
@@ -234,16 +240,19 @@ def asset_statuses(defs, instance) -> list[dict[str, Any]]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from dagster_project.read_only import open_for_reading, record_statuses
+
     recipe, defs, _ = _context(args.recipe, args.set)
-    instance = get_instance(recipe.storage)
-    observe_sources(defs, instance)
-    rows = asset_statuses(defs, instance)
+    instance, writable = open_for_reading("status", lambda: get_instance(recipe.storage))
+    if writable:
+        observe_sources(defs, instance)
+    rows = asset_statuses(defs, instance) if writable else record_statuses(defs, instance)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     width = max(len(r["key"]) for r in rows)
     for r in rows:
-        state = "missing" if not r["materialized"] else ("STALE" if r["stale"] else "fresh")
+        state = "missing" if not r["materialized"] else ("STALE" if r["stale"] else "fresh" if writable else "on disk")
         print(f"{r['key']:<{width}}  {state:<7}  {r['data_version'] or ''}")
         for problem in r.get("problems", []):  # an output whose record does not verify: the cause
             print(f"{'':<{width}}  !! {problem}")
@@ -253,12 +262,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_lineage(args: argparse.Namespace) -> int:
     from assets.common import latest_metadata
     from dagster_project.accounting import add_rows
+    from dagster_project.read_only import open_for_reading
     from spec.lineage import lineage_tree, render_tree
     from spec.lineage_verify import annotate_tree
 
     recipe, defs, _ = _context(args.recipe, args.set)
     asset_key = resolve_key(defs, args.asset)
-    meta = latest_metadata(get_instance(recipe.storage), asset_key)
+    meta = latest_metadata(open_for_reading("lineage", lambda: get_instance(recipe.storage))[0], asset_key)
     # Every node is checked against its folder (spec.lineage_verify): one that does not verify is marked.
     tree = annotate_tree(lineage_tree({"asset": asset_key.path[-1], "data_version": meta.get("data_version"),
                                        "path": meta["path"]}))
@@ -266,16 +276,19 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
-def _quiet() -> dict[str, Any]:
-    return {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-
 def selection_for(defs, instance, args: argparse.Namespace) -> list | None:
-    """Asset keys to run: explicit names, the stale/missing set with its downstream, or all."""
+    """Asset keys to run: a `--select` (dagster_project.selection; its upstream must exist), the
+    stale/missing set with its downstream, or all (None). Observes the raw files these read."""
+    from dagster_project.selection import check_upstream, observed_files, parse_selection
+
+    graph = defs.resolve_asset_graph()
     if args.select:
-        return [resolve_key(defs, n.strip()) for n in args.select.split(",") if n.strip()]
+        keys = parse_selection(graph, args.select, lambda name: resolve_key(defs, name))
+        check_upstream(graph, instance, keys, args.select)  # before anything is observed or run
+        observe_sources(defs, instance, observed_files(graph, keys))
+        return keys
+    observe_sources(defs, instance)
     if args.stale:
-        graph = defs.resolve_asset_graph()
         todo = {r["key"] for r in asset_statuses(defs, instance) if r["stale"] or not r["materialized"]}
         keys = [k for k in graph.materializable_asset_keys if k.to_user_string() in todo]
         return sorted(keys, key=lambda k: k.to_user_string())
@@ -297,6 +310,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_locked(args: argparse.Namespace) -> int:
     from assets import MAIN_JOB
+    from dagster_project.run_output import report_run
     from spec.paths import cascade_home
 
     recipe, defs, timer = _context(args.recipe, args.set)
@@ -305,7 +319,6 @@ def _run_locked(args: argparse.Namespace) -> int:
     if recovered:
         print(recovered, flush=True)
     started = time.perf_counter()
-    observe_sources(defs, instance)
     selection = selection_for(defs, instance, args)
     if selection == []:
         print("cascade run: nothing is stale; every asset is up to date")
@@ -318,7 +331,8 @@ def _run_locked(args: argparse.Namespace) -> int:
     print(f"  executor: {executor} (recipe `execution:`; docs/executors.md)", flush=True)
     result = execute(defs, instance, recipe, selection)
     wall = time.perf_counter() - started
-    _report(defs, instance, result, wall, timer.seconds if executor == "in_process" else None, recipe)
+    report_run(defs, instance, result, wall, timer.seconds if executor == "in_process" else None, recipe,
+               debug=getattr(args, "debug", False))
     return 0 if result.success else 1
 
 
@@ -336,51 +350,15 @@ def execute(defs, instance, recipe, selection: list | None):
     import dagster as dg
 
     from assets import MAIN_JOB
+    from dagster_project.run_output import console_config
 
     job = defs.resolve_job_def(MAIN_JOB)
     if job.executor_def.name == "in_process":
         return job.execute_in_process(instance=instance, asset_selection=selection, raise_on_error=False,
-                                      run_config=_quiet(), tags=run_tags())
+                                      run_config=console_config(), tags=run_tags())
     path = str(recipe.path.resolve()) if recipe.path else None
     overrides = tuple(f"{k}={json.dumps(v)}" for k, v in recipe.overrides.items())
     recon = dg.build_reconstructable_job(__name__, reconstruct_job.__name__,
                                          reconstructable_kwargs={"recipe_path": path, "overrides": overrides})
     return dg.execute_job(recon, instance=instance, asset_selection=selection, raise_on_error=False,
-                          run_config=_quiet(), tags=run_tags())
-
-
-def _report(defs, instance, result, wall: float, work: float | None, recipe) -> None:
-    from assets.common import latest_metadata
-    from dagster_project.accounting import accounting_table
-
-    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    for event in failures:
-        print(f"FAILED {event.step_key}: {event.event_specific_data.error.message.strip()[:2000]}", file=sys.stderr)
-    for event in result.all_events:
-        if event.event_type_value == "ASSET_CHECK_EVALUATION":
-            data = event.event_specific_data
-            if not data.passed:  # the check's own sentence when it has one (rows_kept), else its metadata
-                print(f"CHECK FAILED {data.asset_key.to_user_string()}:{data.check_name}: " + (data.description or
-                      json.dumps({k: v.value for k, v in data.metadata.items()}, default=str)), file=sys.stderr)
-    try:
-        matrix = Path(latest_metadata(instance, resolve_key(defs, "forgetting_matrix"))["path"]) / "forgetting.md"
-        print("\nForgetting matrix (held-out score, points; rows = domains, columns = checkpoints):")
-        print(matrix.read_text())
-    except Exception:  # noqa: BLE001 - a recipe without evals has no matrix
-        pass
-    table = accounting_table(recipe, instance)
-    if table:
-        print(f"\n{table}\n")
-    print("Checkpoints:")
-    for k in sorted(defs.resolve_asset_graph().materializable_asset_keys, key=lambda k: k.to_user_string()):
-        if k.path[0] == "checkpoints":
-            try:
-                print(f"  {k.path[-1]:<14} {latest_metadata(instance, k)['path']}")
-            except Exception:  # noqa: BLE001
-                print(f"  {k.path[-1]:<14} (not materialized)")
-    if work is None:  # steps ran in other processes: their library time is not measured here
-        print(f"\n{'succeeded' if result.success else 'FAILED'} in {wall:.0f} s")
-        return
-    overhead = max(0.0, wall - work)
-    print(f"\n{'succeeded' if result.success else 'FAILED'} in {wall:.0f} s; library work {work:.0f} s, "
-          f"orchestration overhead {overhead:.0f} s ({100 * overhead / max(wall, 1e-9):.1f}%)")
+                          run_config=console_config(), tags=run_tags())

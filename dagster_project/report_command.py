@@ -3,7 +3,8 @@
 The same report the `evals/forgetting_matrix` asset stores (assets.evals.cascade_report):
 checkpoint × domain scores with 95% intervals per mode, each stage's own-domain gain with its
 p-value, every gate's verdict and margin, and training-curve summaries. It reads the latest
-eval reports and stage metrics from the Dagster instance, so it also works on a partial run:
+eval reports and stage metrics from the Dagster instance (on a read-only home, from the lineage
+records: dagster_project.read_only), so it also works on a partial run:
 whatever was not evaluated is shown as missing, never as 0. An eval or checkpoint folder whose
 lineage record does not verify (spec.lineage_verify) is shown as missing too, with the cause on
 stderr: its numbers are not reported as if they were sound.
@@ -33,11 +34,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from assets.common import latest_metadata, materialization_problems
     from assets.evals import cascade_report
     from dagster_project.commands import get_instance
+    from dagster_project.read_only import open_for_reading
     from dagster_project.recipe import load_recipe
     from trainer.cascade_report import render_text
 
     recipe = load_recipe(args.recipe, overrides=args.set or ())
-    instance = get_instance()
+    instance = open_for_reading("report", get_instance)[0]  # a read-only home: its lineage records (dagster_project.read_only)
 
     def path_of(asset_key: dg.AssetKey) -> Path | None:
         try:

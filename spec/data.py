@@ -15,6 +15,12 @@ from spec.train import Settings
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 LEGACY_READER_FORMATS = ("jsonl", "parquet", "hf")  # `format:` values that named a reader
+AUTO_READER_SUFFIXES = {".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".json": "jsonl", ".json.gz": "jsonl",
+                        ".parquet": "parquet"}
+"""File name endings `reader: auto` reads (curation.sources.detect_reader); any other file needs `reader:`,
+which the recipe loader says at load (spec.recipe_checks)."""
+HF_FOLDER_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+"""Files that make a folder a `datasets` save_to_disk folder (`reader: auto` reads it with `hf`)."""
 Domain = Literal[DOMAINS]  # type: ignore[valid-type]
 
 

@@ -16,8 +16,10 @@ even when some field is malformed and their findings join pydantic's in one erro
 * stage options: each RL stage's `options:` checked by its kind's options model against the rest of
   the recipe (a MOPD stage's teachers are earlier checkpoints serving domains it takes);
 * evals: a `tts:` plan sits on an eval set, `verifier` on the code set, `rm` with a reward model;
-* files: a source or benchmark path without a `generate:` fallback exists, and so does a
-  `model.base` that is a folder rather than a built-in model.
+* files: a source or benchmark path without a `generate:` fallback exists and holds data (not an
+  empty file or folder, unless the source sets `min_rows: 0`), a source's reader can be told from
+  its file name when `reader` is `auto` (`data.txt` needs `reader:`), and a `model.base` that is a
+  folder rather than a built-in model exists.
 
 Each finding is `field.path: message`, the same shape as pydantic's lines.
 """
@@ -28,6 +30,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from spec.data import AUTO_READER_SUFFIXES, HF_FOLDER_MARKERS, LEGACY_READER_FORMATS
 from spec.kinds import STAGE_ORDERS, UnknownStageKindError, stage_kind, stage_kinds
 from spec.models import BUILTIN_MODELS
 from spec.paths import REPO_ROOT, cascade_home
@@ -224,6 +227,29 @@ def _tts_problems(data: dict) -> list[str]:
     return out
 
 
+def _data_problem(item: dict, path: Path, section: str) -> str | None:
+    """What makes an existing file or folder unreadable as the entry says, found without reading
+    it: a name `reader: auto` cannot read, an empty file or folder (a source with `min_rows: 0` may be empty)."""
+    reader = item.get("format") if item.get("format") in LEGACY_READER_FORMATS else item.get("reader", "auto")
+    may_be_empty = section == "sources" and item.get("min_rows") == 0
+    if path.is_dir():
+        files = [f for f in path.rglob("*") if f.is_file() and not f.name.startswith(".")]
+        if not files:
+            return None if may_be_empty else f"{path} is an empty folder: it holds no data"
+        if section == "sources" and reader == "auto" and not any((path / m).exists() for m in HF_FOLDER_MARKERS) \
+                and not any(f.name.endswith(".parquet") for f in files):
+            return f"{path} is neither a `datasets` folder nor parquet files: set `reader` (the file type)"
+        return None
+    name = path.name.lower()
+    if section == "sources" and reader == "auto" and not name.endswith(tuple(AUTO_READER_SUFFIXES)):
+        return (f"cannot tell the reader from the name {path.name!r} (auto reads "
+                f"{', '.join(AUTO_READER_SUFFIXES)}): set `reader` (the file type, e.g. `reader: jsonl`)")
+    if path.stat().st_size == 0 and not may_be_empty:
+        return f"{path} is empty (0 bytes): it holds no rows" + (
+            " (set `min_rows: 0` if an empty source is expected)" if section == "sources" else "")
+    return None
+
+
 def _file_problems(data: dict, recipe_path: Path | None) -> list[str]:
     out = []
     for section in ("sources", "benchmarks"):
@@ -232,9 +258,15 @@ def _file_problems(data: dict, recipe_path: Path | None) -> list[str]:
             if not isinstance(path, str) or item.get("generate"):
                 continue
             hub = item.get("reader", item.get("format")) == "hf" and not path.startswith((".", "/", "~", "$"))
-            if not hub and not resolve_path(path, recipe_path).exists():
-                out.append(f"{section}.{i}.path: not found: {resolve_path(path, recipe_path)} "
-                           "(and no `generate:` to write it)")
+            if hub:
+                continue
+            resolved = resolve_path(path, recipe_path)
+            if not resolved.exists():
+                out.append(f"{section}.{i}.path: not found: {resolved} (and no `generate:` to write it)")
+                continue
+            problem = _data_problem(item, resolved, section)
+            if problem:
+                out.append(f"{section}.{i}.{'reader' if problem.startswith('cannot tell') else 'path'}: {problem}")
     model = data.get("model")
     base = model.get("base") if isinstance(model, dict) else None
     if isinstance(base, str) and base not in BUILTIN_MODELS and not resolve_path(base, recipe_path).is_dir():

@@ -25,8 +25,8 @@ def recipe(tmp_path: Path) -> Recipe:
     from dagster_project.recipe import parse_recipe
 
     (tmp_path / "sg.jsonl").write_text("".join(json.dumps(_sharegpt(i)) + "\n" for i in range(6)))
-    (tmp_path / "empty.jsonl").write_text("")
-    return parse_recipe({
+    (tmp_path / "empty.jsonl").write_text("{}\n")  # an empty file fails at load (spec.recipe_checks): emptied below
+    recipe = parse_recipe({
         "name": "rows_kept", "model": {"base": "tiny"},
         "sources": [{"name": "sg_as_openai", "domain": "chat", "path": str(tmp_path / "sg.jsonl"), "format": "openai"},
                     {"name": "sg", "domain": "chat", "path": str(tmp_path / "sg.jsonl"), "min_rows": 7},
@@ -35,6 +35,8 @@ def recipe(tmp_path: Path) -> Recipe:
         "benchmarks": [{"name": "gsm8k", "builtin": "gsm8k"}],
         "sft_stages": [{"name": "sft", "sources": ["sg"], "train": {"max_steps": 1}}],
     })
+    (tmp_path / "empty.jsonl").write_text("")  # emptied after load: the check still stops it
+    return recipe
 
 
 def _check(recipe: Recipe, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:

@@ -187,7 +187,7 @@ def test_relative_paths_resolve_against_the_recipe(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"sources\.0\.path"):
         load_recipe(recipe_file)
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "chat.jsonl").write_text("")
+    (tmp_path / "data" / "chat.jsonl").write_text("{}\n")  # an empty file would fail at load
     assert load_recipe(recipe_file).resolve("data/chat.jsonl") == tmp_path / "data" / "chat.jsonl"
 
 

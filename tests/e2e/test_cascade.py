@@ -166,9 +166,26 @@ def _paths(tree: dict) -> list[str]:
     return [tree["path"]] + [p for c in tree["inputs"] for p in _paths(c)]
 
 
+def _metadata_texts(instance) -> dict[str, list[str]]:
+    """Every value of every materialization's and observation's metadata in `instance`, as text
+    (JSON values serialized whole, so nested paths are in it), by asset."""
+    import dagster as dg
+
+    out: dict[str, list[str]] = {}
+    for event_type in (dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION):
+        for record in instance.get_event_records(dg.EventRecordsFilter(event_type)):
+            event = record.event_log_entry.dagster_event
+            data = event.event_specific_data
+            entry = getattr(data, "materialization", None) or getattr(data, "asset_observation", None)
+            texts = out.setdefault(entry.asset_key.to_user_string(), [])
+            texts += [json.dumps(getattr(v, "value", v), default=str) for v in entry.metadata.values()]
+    return out
+
+
 def test_moved_home_still_resolves(cascade: Path, capsys, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Stored paths are relative to $CASCADE_HOME: a copied home, with the original moved out of the
-    way, is fresh in Dagster, its lineage and report resolve inside it, and no record names the old home."""
+    way, is fresh in Dagster, its lineage and report resolve inside it, and neither a record nor any
+    materialization's metadata (nested values too: a checkpoint's `inputs`) names the old home."""
     import shutil
 
     moved = tmp_path_factory.mktemp("moved") / "home"
@@ -181,6 +198,12 @@ def test_moved_home_still_resolves(cascade: Path, capsys, tmp_path_factory: pyte
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("CASCADE_HOME", str(moved))
             mp.setenv("DAGSTER_HOME", str(moved / "dagster"))
+            from dagster_project.commands import get_instance
+
+            texts = _metadata_texts(get_instance())
+            assert {"checkpoints/math_rl", "curated/clean_math_sft", "evals/forgetting_matrix"} <= set(texts)
+            assert any("${CASCADE_HOME}/data/" in t for t in texts["checkpoints/math_rl"])  # inputs, nested
+            assert not {a: [t for t in ts if old in t] for a, ts in texts.items() if any(old in t for t in ts)}
             status = _status(capsys)
             assert all(r["materialized"] for r in status.values())
             assert not [a for a, r in status.items() if r["stale"]]

@@ -1,10 +1,14 @@
 """The Dagster UI end to end: `dagster dev` on 127.0.0.1, the asset graph in headless Chromium,
-a materialization launched through the UI's GraphQL API, then everything stopped by PID."""
+a materialization launched through the UI's GraphQL API (a source, and a checkpoint with all it
+reads), the checkpoint's page showing its lineage as a linked table and its corpus's page its row
+accounting, both saved as the screenshots the docs show (docs/images/), then everything stopped
+by PID."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +33,13 @@ SHARDED = "chat_sft"
 METADATA = """{ assetNodes { assetKey { path } metadataEntries { label
   ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue } } } }"""
 LOCATIONS = """{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"""
+LATEST = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) { ... on Asset {
+  assetMaterializations(limit: 1) { metadataEntries { label ... on MarkdownMetadataEntry { mdStr }
+  ... on IntMetadataEntry { intValue } } } } } }"""
+GRAPH = "{ assetNodes { assetKey { path } dependencyKeys { path } isMaterializable } }"
+CHECKPOINT, CORPUS = ("checkpoints", "sft_stage1"), ("corpora", "sft_stage1_data")
+DOC_IMAGES = REPO_ROOT / "docs" / "images"
+VIEWPORT = {"width": 1440, "height": 900}
 
 
 def _free_port() -> int:
@@ -104,6 +115,42 @@ def _assert_nothing_covers(page) -> None:
     assert not covered, "the centre of the page is covered by an overlay"
 
 
+def _latest_metadata(port: int, path: tuple[str, ...]) -> dict:
+    """The markdown and integer entries of an asset's latest materialization, by label."""
+    [event] = _graphql(port, LATEST, {"path": list(path)})["assetOrError"]["assetMaterializations"]
+    return {e["label"]: e.get("mdStr", e.get("intValue")) for e in event["metadataEntries"]}
+
+
+def _upstream(port: int, path: tuple[str, ...]) -> list[list[str]]:
+    """`path` and every materializable asset it reads, directly or not, from the UI's asset graph."""
+    nodes = {tuple(n["assetKey"]["path"]): n for n in _graphql(port, GRAPH)["assetNodes"]}
+    todo, seen = [path], set()
+    while todo:
+        node = nodes[todo.pop()]
+        key = tuple(node["assetKey"]["path"])
+        if key not in seen and node["isMaterializable"]:
+            seen.add(key)
+            todo += [tuple(d["path"]) for d in node["dependencyKeys"]]
+    return sorted(list(k) for k in seen)
+
+
+def _metadata_shot(page, port: int, path: tuple[str, ...], key: str, name: str) -> None:
+    """An asset's page scrolled to its metadata, the row `key` in view, saved as docs/images/`name`
+    (a palette PNG: a few tens of kB)."""
+    from PIL import Image
+
+    page.goto(f"http://127.0.0.1:{port}/assets/{'/'.join(path)}", wait_until="networkidle", timeout=120_000)
+    page.locator("td", has_text=key).first.wait_for(timeout=120_000)
+    page.evaluate("""() => { const h = [...document.querySelectorAll('*')].find(
+        e => e.children.length === 0 && e.textContent.trim() === 'Metadata'); h.scrollIntoView({block: 'start'}); }""")
+    page.wait_for_timeout(1000)
+    _assert_nothing_covers(page)
+    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(DOC_IMAGES / name))
+    image = Image.open(DOC_IMAGES / name).convert("RGB")
+    image.quantize(colors=64, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(DOC_IMAGES / name, optimize=True)
+
+
 def _wait_group_gone(pgid: int, timeout: float) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -119,12 +166,23 @@ def test_asset_graph_page_and_materialize_from_ui(dagster_server, tmp_path: Path
     port, _ = dagster_server
     from playwright.sync_api import sync_playwright
 
+    # A run launched through the UI's API: one source, and a checkpoint with everything it reads.
+    repo = _graphql(port, LOCATIONS)["repositoriesOrError"]["nodes"][0]
+    selection = [["sources", "raw_math_prompts"], *_upstream(port, CHECKPOINT)]
+    assert list(CORPUS) in selection and ["checkpoints", "base_model"] in selection
+    params = {"selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
+                           "jobName": "cascade", "assetSelection": [{"path": p} for p in selection]},
+              "runConfigData": {}}
+    launched = _graphql(port, LAUNCH, {"params": params})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page = browser.new_page(viewport=VIEWPORT)
             # The global asset graph: one node per recipe group.
             page.goto(f"http://127.0.0.1:{port}/asset-groups", wait_until="networkidle", timeout=120_000)
             page.wait_for_selector("text=Global asset lineage", timeout=120_000)
@@ -144,6 +202,32 @@ def test_asset_graph_page_and_materialize_from_ui(dagster_server, tmp_path: Path
             page.goto(f"http://127.0.0.1:{port}/assets?view=flat", wait_until="networkidle", timeout=120_000)
             page.wait_for_selector("text=math_rl", timeout=120_000)
             page.screenshot(path=str(tmp_path / "catalog.png"))
+
+            status = _wait_until(
+                lambda: (s := _graphql(port, RUN_STATUS, {"id": run_id})["runOrError"]["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
+                1800, "the launched run")
+            assert status == "SUCCESS"
+            # What the pages show is the latest materialization's metadata: the accounting's numbers
+            # are the record's counts (the terminal's: dagster_project.accounting), the lineage the inputs'.
+            corpus, checkpoint = _latest_metadata(port, CORPUS), _latest_metadata(port, CHECKPOINT)
+            assert f"| in | {corpus['rows_in']} |" in corpus["accounting"]
+            assert f"| kept | {corpus['rows_out']} |" in corpus["accounting"]
+            assert "parent: [base_model](/assets/checkpoints/base_model)" in checkpoint["lineage"]
+            assert f"SFT data: [{CORPUS[1]}](/assets/{'/'.join(CORPUS)})" in checkpoint["lineage"]
+
+            page.get_by_text("Hide navigation").click()  # the metadata column gets the width
+            # The checkpoint's lineage: a table of its inputs (role: linked asset, version), not JSON.
+            _metadata_shot(page, port, CHECKPOINT, "lineage", "ui_checkpoint.png")
+            lineage = page.locator("td", has_text="code version").last
+            assert lineage.locator("table").count() == 1 and lineage.locator("a").count() == 2
+            assert "parent: base_model" in lineage.inner_text() and f"SFT data: {CORPUS[1]}" in lineage.inner_text()
+            # the link leads to the input's own page
+            lineage.locator("a", has_text="sft_stage1_data").click()
+            page.wait_for_url(f"**/assets/{'/'.join(CORPUS)}**", timeout=60_000)
+            # The corpus's accounting: the terminal's numbers, every drop reason with its count.
+            _metadata_shot(page, port, CORPUS, "accounting", "ui_dataset.png")
+            shown = page.locator("td", has_text="dropped because").last.inner_text()
+            assert re.search(rf"\bin\s+{corpus['rows_in']}\s+kept\s+{corpus['rows_out']}\s+quarantined\s+0\s", shown), shown
         finally:
             browser.close()
 
@@ -157,15 +241,3 @@ def test_asset_graph_page_and_materialize_from_ui(dagster_server, tmp_path: Path
     names = {n["assetKey"]["path"][-1] for n in nodes}
     assert {"base_model", "sft_stage1", "sft_stage2", "reward_model", "rlhf", "if_rl", "math_rl", "code_rl",
             "swe_rl", "eval_swe_rl", "forgetting_matrix", "math_rl_prompts", "clean_math_prompts"} <= names
-
-    repo = _graphql(port, LOCATIONS)["repositoriesOrError"]["nodes"][0]
-    params = {"selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
-                           "jobName": "cascade", "assetSelection": [{"path": ["sources", "raw_math_prompts"]}]},
-              "runConfigData": {}}
-    launched = _graphql(port, LAUNCH, {"params": params})["launchRun"]
-    assert launched["__typename"] == "LaunchRunSuccess", launched
-    run_id = launched["run"]["runId"]
-    status = _wait_until(
-        lambda: (s := _graphql(port, RUN_STATUS, {"id": run_id})["runOrError"]["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
-        300, "the launched run")
-    assert status == "SUCCESS"
