@@ -60,10 +60,10 @@ def get_instance(storage: StorageConfig | None = None):
     dagster.yaml matching the recipe's `storage` block when one is given (ensure_instance_config)."""
     import dagster as dg
 
-    from spec.paths import cascade_home
+    from dagster_project.read_only import dagster_home
 
     # Dagster insists on an absolute DAGSTER_HOME.
-    home = Path(os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
+    home = dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     # The first open creates and migrates the SQLite storages; two processes doing it at once
     # collide (`table runs already exists`), so every command opens the instance under a short lock.
@@ -143,9 +143,9 @@ def ensure_instance_config(home: Path | str | None = None, storage: StorageConfi
     wrote keeps its settings; only the top-level keys it lacks are appended. A home whose
     existing history is in the other backend raises InstanceStorageError (`_storage_settings`);
     `storage=None` (`make ui`, commands without a recipe) checks nothing."""
-    from spec.paths import cascade_home
+    from dagster_project.read_only import dagster_home
 
-    home = Path(home or os.environ.get("DAGSTER_HOME") or cascade_home() / "dagster").resolve()
+    home = Path(home).resolve() if home else dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     with instance_lock(home):  # two first starts would both append the missing blocks
