@@ -42,7 +42,7 @@ def training_code(kind: StageKind, backend: str | None = None) -> str:
     (both are named by strings, which an import walk does not follow). Its rewards are versioned
     apart (rewards.registry.reward_code_versions); report, eval, docs and CLI code are not in it,
     so editing them leaves every checkpoint fresh, and editing the GRPO loss leaves SFT fresh."""
-    from trainer.backend_registry import BACKENDS
+    from trainer.stage import BACKENDS
 
     targets = [kind.trainer, kind.config]
     if backend is not None:
@@ -58,12 +58,12 @@ def checkpoint_version(parent: str | None, inputs: list[dict], config: Any, seed
     })
 
 
-def reward_nodes(specs: list[Any]) -> list[dict[str, Any]]:
+def reward_nodes(specs: list[Any], reward_model: str | None = None) -> list[dict[str, Any]]:
     """Reward code as lineage inputs: name and version (source digest + what its options change,
     rewards.registry.reward_versions) of every reward used; a new version re-versions the checkpoint."""
     from rewards.registry import reward_versions
 
-    return [input_ref(f"reward/{name}", version, "rewards") for name, version in sorted(reward_versions(specs).items())]
+    return [input_ref(f"reward/{name}", version, "rewards") for name, version in sorted(reward_versions(specs, reward_model).items())]
 
 
 def platform_lineage(out_dir: Path, version: str, code_version: str, inputs: list[dict],
@@ -292,10 +292,9 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
 
         parent_ref, prompts_ref = store.upstream_ref(context, parent_key), store.upstream_ref(context, prompts_key)
         rm_ref = store.upstream_ref(context, rm_key) if rm_key else None
-        rewards = [r.model_copy(update={"options": {"model_path": rm_ref["path"], **r.options}})
-                   if rm_ref and needs_reward_model(r.name) else r for r in stage.rewards]
+        rm_path = rm_ref["path"] if rm_ref else None
         read_refs = {role: store.upstream_ref(context, k) for role, k in read_keys.items()}
-        inputs = [parent_ref, prompts_ref, *([rm_ref] if rm_ref else []), *reward_nodes(rewards)]
+        inputs = [parent_ref, prompts_ref, *([rm_ref] if rm_ref else []), *reward_nodes(stage.rewards, rm_path)]
         inputs += list({r["asset"]: r for r in read_refs.values() if r["asset"] != parent_ref["asset"]}.values())
         seed = recipe.seed + 100 + index
         version = checkpoint_version(parent_ref["data_version"], inputs, {"train": train, "rewards": reward_cfg}, seed, code)
@@ -305,7 +304,8 @@ def _rl_asset(recipe: Recipe, stage: RLStageSpec, parent: str, index: int, timer
             work = partial_folder(out)
             fields = {k: v for k, v in train.items() if k != "options"}
             fields |= stage.options.run_fields({role: r["path"] for role, r in read_refs.items()}) if stage.options else {}
-            config = import_target(kind.config)(**fields, policy=parent_ref["path"], rewards=rewards,
+            config = import_target(kind.config)(**fields, policy=parent_ref["path"], rewards=stage.rewards,
+                                                reward_model=rm_path,
                                                 dataset=str(Path(prompts_ref["path"]) / "data.parquet"),
                                                 output_dir=str(work), seed=seed, resume=True,
                                                 lineage=platform_lineage(out, version, code, inputs, overrides))

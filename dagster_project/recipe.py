@@ -18,7 +18,7 @@ from curation.sources import READERS
 from rewards.registry import CATALOG
 from spec import recipe as _spec
 from spec.recipe import Recipe
-from trainer.backend_registry import backend_algorithms
+from trainer.stage import backend_algorithms
 
 __all__ = ["load_recipe", "parse_recipe"]
 

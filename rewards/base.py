@@ -27,6 +27,7 @@ invalidates cached scores and makes the stages that use the reward stale. Assign
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import numbers
@@ -120,17 +121,19 @@ def contain(call: Callable[[], Iterable[Any]], n: int, name: str = "reward",
     >>> contain(lambda: 1 / 0, 1)[0].reason
     'reward_error'
     """
-    def guarded() -> list[RewardResult]:
+    box: list[list[RewardResult]] = []
+
+    def guarded() -> None:
         try:
-            return checked(call(), n)
+            box.append(checked(call(), n))
         except Exception as err:  # noqa: BLE001 - contract: a reward never raises into its caller
             log.warning("reward %s failed on %d completions: %s: %s", name, n, type(err).__name__, err)
-            return _failed(n, "reward_error", f"{type(err).__name__}: {err}")
+            box.append(_failed(n, "reward_error", f"{type(err).__name__}: {err}"))
 
     if timeout_s is None:
-        return guarded()
-    box: list[list[RewardResult]] = []
-    worker = threading.Thread(target=lambda: box.append(guarded()), name=f"reward-{name}", daemon=True)
+        guarded()
+        return box[0]
+    worker = threading.Thread(target=guarded, name=f"reward-{name}", daemon=True)
     worker.start()
     worker.join(timeout_s)
     if box:
@@ -144,6 +147,8 @@ class Reward:
     `version` follows their code, `version_options` adds what their options change."""
 
     name: str = "reward"
+    reads: tuple[str, ...] | None = None
+    """The row columns `_score_batch` is handed (rewards.registry sets a built-in's from its entry); None: all."""
 
     @property
     def __name__(self) -> str:  # TRL logs rewards by __name__
@@ -187,10 +192,13 @@ class Reward:
 
     def score(self, prompts: Sequence[Any], completions: Sequence[Any], *, timeout_s: float | None = None,
               **columns: Any) -> list[RewardResult]:
-        """One RewardResult per completion; never raises (`contain`); `timeout_s` bounds the call."""
+        """One RewardResult per completion, scored with the columns it `reads`; never raises (`contain`);
+        `timeout_s` bounds the call."""
         texts = [completion_text(c) for c in completions]
         rows = list(prompts or [None] * len(texts))
-        return contain(lambda: self._score_batch(rows, texts, columns), len(texts), self.name, timeout_s)
+        if self.reads is not None:
+            columns = {k: v for k, v in columns.items() if k in self.reads}
+        return contain(functools.partial(self._score_batch, rows, texts, columns), len(texts), self.name, timeout_s)
 
     def _score_batch(self, prompts: list[Any], completions: list[str],
                      columns: dict[str, list]) -> Iterable[RewardResult | float | None]:

@@ -56,7 +56,7 @@ class CachedReward(Reward):
     def __init__(self, reward: Reward, cache_path: str | Path):
         self.inner = reward
         self.path: str | Path = str(cache_path) if is_postgres_url(str(cache_path)) else Path(cache_path)
-        self.name, self.version = reward.name, reward.version
+        self.name, self.version, self.reads = reward.name, reward.version, reward.reads
         self.hits = self.misses = 0
         self._errors = database_errors(self.path)
         self._table = KeyedTable(self.path, "scores", _COLUMNS, ["completion", "reward", "reference"], timeout_s=30)

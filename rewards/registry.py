@@ -183,6 +183,8 @@ def _build(name: str, target: Any, values: dict[str, Any]) -> Any:
     if isinstance(target, type):
         built = target(**values)
         if isinstance(built, Reward):
+            if name in REWARDS:  # the columns its entry declares, applied by Reward.score
+                built.reads = reward_columns(name)
             return built
         target, bind = built, False  # a callable object: its options are spent (they only version it)
     elif isinstance(target, Reward):
@@ -212,22 +214,28 @@ _HELD: dict[int, tuple[Any, dict[str, Any], Any, Any]] = {}
 built by `build_reward`, not yet taken by the stage that scores with it."""
 
 
-def build_reward(spec: Any, keep: bool = True) -> Any:
+def build_reward(spec: Any, keep: bool = True, reward_model: str | None = None) -> Any:
     """The reward a RewardSpec names, built from the options the recipe loader validated (validated
-    here only when no catalog did: a run config file, a DeepSpeed rank). Built once: the instance
-    is kept until a call with `keep=False` (the stage that scores with it) takes it, and reused only
-    while its options and code are current (an edit re-versions it; a changed function reloads)."""
+    here only when no catalog did: a run config file, a DeepSpeed rank). `reward_model`: the
+    reward-model checkpoint folder a reward that needs one scores with (its `model_path`, unless the
+    recipe's options set one), a build argument, so the options stay as validated. Built once: the
+    instance is kept until a call with `keep=False` (the stage that scores with it) takes it, and
+    reused only while its options and code are current (an edit re-versions it; a changed function
+    reloads)."""
     key, target = id(spec), reward_class(spec.name)
+    folder = reward_model if needs_reward_model(spec.name) else None
     held = _HELD.pop(key, None)
-    if (held is not None and held[0]() is spec and held[1] == dict(spec.options) and held[2] is target
+    if (held is not None and held[0]() is spec and held[1] == (dict(spec.options), folder) and held[2] is target
             and held[3].runs_current_code()):
         reward = held[3]
     else:
         checked = spec.validated_options() if hasattr(spec, "validated_options") else None
         values = checked if checked is not None else _validated(spec.name, dict(spec.options))[1]
+        if folder is not None and values.get("model_path") is None:
+            values = {**values, "model_path": folder}
         reward = _build(spec.name, target, values)
     if keep:
-        _HELD[key] = (weakref.ref(spec, lambda _: _HELD.pop(key, None)), dict(spec.options), target, reward)
+        _HELD[key] = (weakref.ref(spec, lambda _: _HELD.pop(key, None)), (dict(spec.options), folder), target, reward)
     return reward
 
 
@@ -273,9 +281,10 @@ def _specs(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> list[Any]:
     return [_Named(s, {}) if isinstance(s, str) else s for s in specs]
 
 
-def reward_versions(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[str, str]:
+def reward_versions(specs: Iterable[Any] | dict[str, dict[str, Any]], reward_model: str | None = None) -> dict[str, str]:
     """{name: version} for lineage records: names, a {name: options} dict or RewardSpecs (versions
-    can depend on options, e.g. the SWE scorer or the reward model weights). A Reward class
+    can depend on options and on the `reward_model` folder, e.g. the SWE scorer or the reward
+    model weights; see build_reward). A Reward class
     whose options change no score is versioned without being built; a spec's reward is built with
     `build_reward`, so the stage that scores with it reuses that instance."""
     from rewards.base import Reward, class_source_version
@@ -291,7 +300,7 @@ def reward_versions(specs: Iterable[Any] | dict[str, dict[str, Any]]) -> dict[st
             if static is inspect.getattr_static(Reward, "version") and cls.version_options is Reward.version_options:
                 out[spec.name] = class_source_version(cls)
                 continue
-        out[spec.name] = reward_version(build_reward(spec, keep=not isinstance(spec, _Named)))
+        out[spec.name] = reward_version(build_reward(spec, keep=not isinstance(spec, _Named), reward_model=reward_model))
     return out
 
 

@@ -46,7 +46,7 @@ class StageKind:
     source_domains: tuple[str, ...]
     """Canonical source domains its data may come from; the first is the kind's own domain."""
     trainer: str
-    """`module:Class` of its trainer. sft and rl kinds: a trainer.base.Trainer that trainer.loop runs on the
+    """`module:Class` of its trainer. sft and rl kinds: a trainer.base.Trainer that trainer.stage runs on the
     stage's backend (`trainer.stage.run_stage(config, trainer)`); reward_model kinds: the function
     (policy, preference table, output folder, RMConfig) that trains the reward model."""
     prompt_columns: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ No torch import: the CLI, the Dagster code location and the recipe loader read t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationInfo, field_validator, model_validator
 
@@ -77,7 +77,7 @@ class StageSettings(Settings):
     algorithm: ClassVar[str] = ""
     """The trainer algorithm these settings configure (a backend may run only some algorithms)."""
     backend: str = Field(default="torch", min_length=1)
-    """Training backend, a registered name (trainer.backend_registry): built-in `torch`, `deepspeed` (ZeRO over torchrun ranks), `trl` (TRL's GRPOTrainer; GRPO only), or one your code registers."""
+    """Training backend, a registered name (trainer.stage.BACKENDS): built-in `torch`, `deepspeed` (ZeRO over torchrun ranks), `trl` (TRL's GRPOTrainer; GRPO only), or one your code registers."""
     dtype: Literal["auto", "fp32", "bf16"] = "auto"
     """Training precision: auto = bf16 autocast where the hardware has bf16 natively (GPUs, CPUs with AVX512-BF16/AMX), fp32 elsewhere."""
     learning_rate: float = Field(default=2e-5, gt=0)
@@ -310,10 +310,11 @@ class StagePlace:
 
 class StageOptions(Settings):
     """Base of a stage kind's `options:` model (spec.kinds.StageKind.options): the kind-specific block
-    of an RL stage, validated at load like every other block. Three hooks let a kind's options reach
+    of an RL stage, validated at load like every other block. Four hooks let a kind's options reach
     the rest of the recipe without the platform knowing the kind: `problems` (cross-references checked
-    at load), `checkpoints` (other checkpoint stages the stage reads) and `run_fields` (what the
-    options put into the kind's run config)."""
+    at load), `checkpoints` (other checkpoint stages the stage reads), `run_fields` (what the
+    options put into the kind's run config) and `teachers_of` (the checkpoint each row domain is
+    distilled from: such a stage is judged on its teachers' domains, not its kind's)."""
 
     def problems(self, place: StagePlace) -> list[str]:
         """Cross-references that do not hold, as `field.path: message` lines relative to `options`."""
@@ -327,6 +328,11 @@ class StageOptions(Settings):
     def run_fields(self, folders: dict[str, str]) -> dict[str, Any]:
         """The run-config fields these options fill; `folders`: role -> folder of each `checkpoints()` entry."""
         return self.model_dump(mode="json")
+
+    def teachers_of(self, domains: Sequence[str]) -> dict[str, str]:
+        """{row domain: the checkpoint stage it is distilled from} for each of `domains` (the stage's
+        source domains) a teacher serves; empty (every kind but a distilling one): no teachers."""
+        return {}
 
 
 DEFAULT_MIX = {"mcqa": 0.55, "tool_call": 0.30, "structured_output": 0.15}
@@ -384,6 +390,10 @@ class MOPDSettings(StageOptions):
 
     def checkpoints(self) -> dict[str, str]:
         return dict(self.teachers)
+
+    def teachers_of(self, domains: Sequence[str]) -> dict[str, str]:
+        # The routing of trainer.mopd.teacher_key: a domain's own teacher, else `default`.
+        return {d: t for d in domains if (t := self.teachers.get(d) or self.teachers.get("default"))}
 
     def run_fields(self, folders: dict[str, str]) -> dict[str, Any]:
         return self.model_dump(mode="json") | {"teachers": {d: folders[d] for d in self.teachers}}

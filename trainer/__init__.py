@@ -25,11 +25,11 @@ training ones, `rollout_logprob_diff_*` in the metrics).
 
 Modules:
   config.py            run configs (SFTConfig, GRPOConfig; pydantic, no torch) + YAML loading + docs tables
-  stage.py             the stage contract: a run config -> StageResult, whatever the backend; never overwrite
+  stage.py             the stage contract: `run_stage` (a run config -> StageResult; never overwrite), the backend
+                       registry (`BACKENDS`, `register_backend()`) and `execute()`, the loop every in-process
+                       backend and DeepSpeed rank runs (resume, steps, checkpoints, outputs)
   base.py              the `Trainer` protocol (attach, train_step, state_dict, summary) and its base class
-  loop.py              `execute()`: the loop every backend and rank runs (resume, steps, checkpoints, outputs)
   backend_api.py       the `Backend` base class: LR schedule, dtype, optimizer, the NaN/inf guard
-  backend_registry.py  backend name -> `module:run`, imported lazily; `register_backend()`
   backends/            torch (one process), DeepSpeed ZeRO (torchrun ranks), the TRL plug
   sft.py               SFT: assistant-only loss, packing, cosine schedule, grad accumulation
   grpo.py              GRPO step: rollouts -> rewards -> group advantages -> token-level loss

@@ -71,6 +71,12 @@ class Backend:
     world_size: int = 1
     autocast_dtype: Any = None
 
+    @classmethod
+    def build(cls, model: Any, config: Any, trainer: Any) -> "Backend":
+        """This backend for one run of `trainer` (its step count and warm-up; the config's LR schedule)."""
+        return cls(model, config, trainer.total_steps, trainer.warmup_steps,  # type: ignore[call-arg]
+                   getattr(config, "lr_schedule", "constant"), getattr(config, "min_lr_ratio", 0.0))
+
     @property
     def is_main(self) -> bool:
         return self.rank == 0

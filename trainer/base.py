@@ -1,7 +1,7 @@
 """The trainer contract: what the training loop needs from every trainer, and the base they share.
 
 Three parts split a stage's work. A trainer (this contract) owns its data and one optimizer step;
-the loop (trainer.loop) owns resume, the step loop, periodic checkpoints and the output folder; a
+the loop (trainer.stage.execute) owns resume, the step loop, periodic checkpoints and the output folder; a
 backend (trainer.backend_api.Backend) owns the model, the optimizer and the collectives. A stage
 kind names its trainer class (spec.kinds.StageKind.trainer) and its run-config class; the loop
 builds the trainer as `cls(config, tokenizer, world_size=, rank=)`, calls `attach(backend)`, then
@@ -10,7 +10,7 @@ builds the trainer as `cls(config, tokenizer, world_size=, rank=)`, calls `attac
 
 `algorithm` names what a trainer runs (`sft`, `grpo`, `mopd`, `multi_domain`): the word in its log
 lines and lineage record, and what a backend may restrict itself to
-(trainer.backend_registry.ALGORITHMS). It is not a stage kind: the rlhf, if, math, code and swe
+(trainer.stage.ALGORITHMS). It is not a stage kind: the rlhf, if, math, code and swe
 kinds all run `grpo`.
 """
 
@@ -27,7 +27,7 @@ ConfigT = TypeVar("ConfigT", bound="RunFields")
 
 @runtime_checkable
 class Trainer(Protocol):
-    """What trainer.loop calls on a trainer."""
+    """What trainer.stage.execute calls on a trainer."""
 
     algorithm: ClassVar[str]
     progress_keys: ClassVar[tuple[str, ...]]

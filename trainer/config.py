@@ -70,6 +70,8 @@ class GRPOConfig(GRPOSettings, RunFields):
 
     rewards: list[RewardSpec] = Field(min_length=1)
     """Rewards of the weighted sum: `{name, weight, options}` each (a plain name is `{name: ...}`)."""
+    reward_model: str | None = None
+    """Reward-model checkpoint folder the rewards that need one (`rm`, `ifeval_rm`) score with, unless their options name a `model_path`; the checkpoint asset sets it from the recipe's `reward_model`."""
     reward_cache: str | None = None
     """Reward cache (sqlite) every rollout's score goes through, keyed by reward name + version, prompt, completion and row columns: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with the evals), `"off"` or `""` = no cache. Not in the config hash: a cached score is the score."""
 

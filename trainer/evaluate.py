@@ -40,9 +40,6 @@ MODES = ("think", "no_think")
 # The trainer's rollout engines sample; at this temperature the softmax is one-hot in fp32, so
 # sampling is argmax decoding (the generation engines take temperature 0 instead).
 GREEDY_TEMPERATURE = 1e-6
-# Reward columns passed to verifiers (everything in RL_SCHEMA except the prompt itself).
-REWARD_COLUMNS = ("answer", "tests", "instruction_id_list", "kwargs", "golden_patch", "code_context", "json_schema",
-                  "tools", "reference_call")
 
 
 @dataclass(frozen=True)
@@ -107,7 +104,8 @@ def row_ids(table: pa.Table) -> list[str]:
 
 
 def reward_columns(table: pa.Table) -> dict[str, list]:
-    return {c: table.column(c).to_pylist() for c in REWARD_COLUMNS if c in table.column_names}
+    """Every column but the prompt: `Reward.score` keeps the ones its reward reads (rewards.registry)."""
+    return {c: table.column(c).to_pylist() for c in table.column_names if c != "prompt"}
 
 
 def score_completions(eval_set: EvalSet, completions: Sequence[str],

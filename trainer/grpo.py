@@ -11,8 +11,8 @@ temperature=)`, as verl and TRL compute them), so the update is on-policy for th
 that sampled; `rollout_logprob_diff_mean` / `_max` record how far they are from the sampler's
 own log-probs on the trained tokens (before the update), which the `training_signal` check bounds.
 
-Rewards are scored by trainer.scoring (behind the reward cache, keeping each RewardResult's
-reason); every rollout with its per-reward results is recorded in the checkpoint's audit table
+Rewards are built by trainer.scoring and put behind the reward cache; the step calls each one's
+`Reward.score` (keeping each RewardResult's reason); every rollout with its per-reward results is recorded in the checkpoint's audit table
 (trainer.rollout_audit), and cache hits/misses per step go to the metrics.
 """
 
@@ -29,7 +29,7 @@ from trainer.config import GRPOConfig
 from trainer.prompt_set import load_prompt_set
 from trainer.rollout import HFRolloutEngine, Rollout, resolve_rollout_engine
 from trainer.rollout_audit import RolloutAudit, reward_entry
-from trainer.scoring import cache_counts, load_rewards, score_results, scorers
+from trainer.scoring import cache_counts, failed, load_rewards, scorers
 
 __all__ = ["GRPOTrainer", "carries_signal", "group_advantages"]
 
@@ -77,7 +77,7 @@ class GRPOTrainer(TrainerBase[GRPOConfig]):
         self.rows, self.prompt_ids, self.modes = prompts.rows, prompts.token_ids, prompts.modes
         self.row_ids = [str(i if r.get("row_id") is None else r["row_id"]) for i, r in enumerate(self.rows)]
         self.skipped_long = prompts.skipped_long
-        self.rewards, self.weights, self._reward_records = load_rewards(config.rewards)
+        self.rewards, self.weights, self._reward_records = load_rewards(config.rewards, config.reward_model)
         self.total_steps, self.warmup_steps = config.max_steps, config.warmup_steps
         self.order = prompts.order(config)
         self.engine: Any = None
@@ -137,7 +137,8 @@ class GRPOTrainer(TrainerBase[GRPOConfig]):
         entries: list[list[dict[str, Any]]] = [[] for _ in texts]
         for spec, scorer, weight, record in zip(cfg.rewards, self._scorers, self.weights, self._reward_records):
             before = cache_counts(scorer)
-            results, failures = score_results(scorer, prompts, texts, columns, cfg.reward_timeout_s)
+            results = scorer.score(prompts, texts, timeout_s=cfg.reward_timeout_s, **columns)
+            failures = failed(results)
             after = cache_counts(scorer)
             metrics["reward_cache_hits"].append(after[0] - before[0])
             metrics["reward_cache_misses"].append(after[1] - before[1])

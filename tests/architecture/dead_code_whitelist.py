@@ -12,7 +12,7 @@ rewards/ifeval_checks.py, `atexit.register`; the test's IGNORE_DECORATORS) and o
 # called from outside the packages, never from inside them.
 register_reader  # curation/sources.py: a new source file type
 register_format  # curation/formats.py: a new row layout
-register_backend  # trainer/backend_registry.py: a new training backend
+register_backend  # trainer/stage.py: a new training backend
 
 # Named as a string in the Dagster instance config (dagster_project/commands.py writes
 # `{"module": "dagster_project.pg_storage", "class": "PostgresStorage"}`); Dagster's

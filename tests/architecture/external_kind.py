@@ -13,7 +13,7 @@ from pydantic import Field
 
 from spec.kinds import StageKind, register_stage_kind
 from spec.train import StageOptions, StagePlace
-from trainer.backend_registry import register_backend
+from trainer.stage import register_backend
 from trainer.config import GRPOConfig
 from trainer.grpo import GRPOTrainer
 
@@ -60,10 +60,11 @@ class ScaledTrainer(GRPOTrainer):
 
 def run_inline(config: Any, trainer: str) -> Any:
     """Backend `inline`: the torch backend, recording which trainer it ran."""
-    from trainer.backends.torch_backend import run
+    from trainer.backends.torch_backend import TorchBackend
+    from trainer.stage import execute
 
     BACKEND_RUNS.append(trainer)
-    return run(config, trainer)
+    return execute(config, trainer, TorchBackend)
 
 
 SCALED = StageKind("scaled_math", "rl", source_domains=("math",), trainer=f"{__name__}:ScaledTrainer",

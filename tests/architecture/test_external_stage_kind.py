@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def scaled_kind():
-    from trainer.backend_registry import ALGORITHMS, BACKENDS
+    from trainer.stage import ALGORITHMS, BACKENDS
 
     external_kind.register()
     yield external_kind.SCALED

@@ -38,7 +38,7 @@ def test_stage_kind_points_at_real_things(kind) -> None:
 
 
 def test_every_backend_restriction_names_a_registered_backend_and_a_trainer_algorithm() -> None:
-    from trainer.backend_registry import ALGORITHMS, BACKENDS, backend_algorithms
+    from trainer.stage import ALGORITHMS, BACKENDS, backend_algorithms
 
     algorithms = {import_target(k.trainer).algorithm for k in stage_kinds() if k.family != "reward_model"}
     assert set(ALGORITHMS) <= set(BACKENDS) and set(backend_algorithms()) == set(BACKENDS)

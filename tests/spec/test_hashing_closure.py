@@ -40,7 +40,7 @@ def _files(*targets: str) -> set[str]:
 
 def _training(kind_name: str) -> set[str]:
     """What assets.checkpoints.training_code covers for a kind on the torch backend."""
-    from trainer.backend_registry import BACKENDS
+    from trainer.stage import BACKENDS
 
     kind = stage_kind(kind_name)
     extra = ["trainer.stage:run_stage", BACKENDS["torch"]] if kind.family != "reward_model" else []
@@ -49,8 +49,8 @@ def _training(kind_name: str) -> set[str]:
 
 def test_training_closures_hold_what_training_runs_and_nothing_else() -> None:
     sft, rl, rm = _training("sft"), _training("math"), _training("reward_model")
-    assert {"trainer/sft.py", "trainer/loop.py", "trainer/backends/torch_backend.py", "trainer/config.py"} <= sft
-    assert {"trainer/grpo.py", "trainer/rollout.py", "generation/hf_sampler.py", "trainer/loop.py"} <= rl
+    assert {"trainer/sft.py", "trainer/stage.py", "trainer/backends/torch_backend.py", "trainer/config.py"} <= sft
+    assert {"trainer/grpo.py", "trainer/rollout.py", "generation/hf_sampler.py", "trainer/stage.py"} <= rl
     assert "rewards/reward_model.py" in rm and not any(f.startswith("trainer/") for f in rm)
     assert "trainer/grpo.py" not in sft  # the GRPO loss does not re-version SFT checkpoints
     for files in (sft, rl, rm):
@@ -69,11 +69,11 @@ def test_versions_are_found_without_importing_the_code() -> None:
     code = ("import sys\n"
             "from spec.hashing import closure_version\n"
             "from spec.kinds import stage_kinds\n"
-            "from trainer.backend_registry import BACKENDS\n"
+            "from trainer.stage import BACKENDS\n"
             "for kind in stage_kinds():\n"
             "    closure_version([kind.trainer, kind.config, 'trainer.stage:run_stage', *BACKENDS.values()])\n"
             "closure_version(['trainer.evaluate:evaluate_checkpoint', 'trainer.tts:TTSPlan', 'generation.hf:HFEngine'])\n"
-            "heavy = [m for m in ('torch', 'transformers', 'trainer.grpo', 'trainer.sft', 'trainer.loop',\n"
+            "heavy = [m for m in ('torch', 'transformers', 'trainer.grpo', 'trainer.sft', 'trainer.backends.torch_backend',\n"
             "                     'trainer.evaluate', 'generation.hf') if m in sys.modules]\n"
             "assert not heavy, heavy\n")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

@@ -48,7 +48,7 @@ def _poison(output: Any, mode: str) -> Any:
 
 
 def poisonedbuild_trainer(real: Callable[..., Any], mode: str, at: int, seen: list[Any]) -> Callable[..., Any]:
-    """trainer.loop.build_trainer whose trainers run step `at` with a poisoned LM head."""
+    """trainer.stage.build_trainer whose trainers run step `at` with a poisoned LM head."""
 
     def make(*args: Any, **kwargs: Any) -> Any:
         trainer = real(*args, **kwargs)
@@ -73,7 +73,7 @@ def poisonedbuild_trainer(real: Callable[..., Any], mode: str, at: int, seen: li
 
 def install(spec: str) -> None:
     """Poison `mode:step` in this process (a DeepSpeed rank: called from the sitecustomize)."""
-    import trainer.loop as loop
+    import trainer.stage as loop
 
     mode, at = spec.split(":")
     loop.build_trainer = poisonedbuild_trainer(loop.build_trainer, mode, int(at), [])
@@ -157,7 +157,7 @@ def _stops_then_resumes(run: Callable[[Any], Any], config: Any, algorithm: str, 
                                        ("multi_domain", "loss"), ("mopd", "loss")])
 def test_torch_stops_before_the_update_and_resumes(algorithm, mode, sft_kwargs, grpo_kwargs, two_domain_parquet,
                                                    monkeypatch):
-    import trainer.loop as loop
+    import trainer.stage as loop
 
     run, config = _stage(algorithm, sft_kwargs, grpo_kwargs, two_domain_parquet)
     seen: list[Any] = []

@@ -8,7 +8,7 @@ import pytest
 from rewards import registry
 from rewards.base import Reward, RewardResult, contain
 from spec.train import RewardSpec
-from trainer.scoring import load_rewards, score_results, score_reward
+from trainer.scoring import failed, load_rewards, score_reward
 
 FAKE = "tests.trainer.fake_rewards:"
 
@@ -43,14 +43,14 @@ def test_score_reward_never_raises():
 def test_score_results_keep_reasons():
     from tests.trainer.fake_rewards import DigitReward, ExplodingReward, HangingReward
 
-    results, failures = score_results(DigitReward(), ["p"] * 2, ["12", "x"], {"answer": ["1", "1"]})
+    results = DigitReward().score(["p"] * 2, ["12", "x"], answer=["1", "1"])
     assert [(r.score, r.reason, r.infra_error) for r in results] == [(1.0, "ok", False), (0.0, "ok", False)]
-    assert failures == 0
-    (boom,), failures = score_results(ExplodingReward(), ["p"], ["a"], {})
-    assert (boom.score, boom.reason, boom.infra_error, failures) == (0.0, "reward_error", True, 1)
+    assert failed(results) == 0
+    (boom,) = results = ExplodingReward().score(["p"], ["a"])
+    assert (boom.score, boom.reason, boom.infra_error, failed(results)) == (0.0, "reward_error", True, 1)
     assert "boom" in boom.detail
-    (hung,), failures = score_results(HangingReward(), ["p"], ["a"], {}, timeout_s=0.1)
-    assert (hung.reason, hung.infra_error, failures) == ("reward_timeout", True, 1)
+    (hung,) = results = HangingReward().score(["p"], ["a"], timeout_s=0.1)
+    assert (hung.reason, hung.infra_error, failed(results)) == ("reward_timeout", True, 1)
 
 
 def test_contain_is_the_one_wrapper():
@@ -76,13 +76,16 @@ def test_a_row_that_raises_costs_only_its_row():
     assert [(r.score, r.reason) for r in out] == [(1.0, "ok"), (0.0, "reward_error"), (1.0, "ok")]
 
 
-def test_scorer_passes_the_columns_the_registry_declares():
+def test_a_reward_is_handed_the_columns_its_registry_entry_declares():
+    assert registry.get_reward("mcqa").reads == ("answer", "domain")  # required + optional (REWARDS)
+    assert registry.get_reward("swe").reads == registry.reward_columns("swe")
     columns = {"answer": ["1"], "domain": ["mcqa"], "row_id": ["r"], "json_schema": ["{}"], "tests": ["t"]}
     mcqa = ColumnsSeen("mcqa")
-    score_results(mcqa, ["p"], ["a"], columns)
-    assert mcqa.seen == [["answer", "domain"]]  # required + optional (rewards.registry.REWARDS)
+    mcqa.reads = registry.reward_columns("mcqa")
+    mcqa.score(["p"], ["a"], **columns)
+    assert mcqa.seen == [["answer", "domain"]]
     plugin = ColumnsSeen("my_pkg.rewards:thing")  # declares none: every column
-    score_results(plugin, ["p"], ["a"], columns)
+    plugin.score(["p"], ["a"], **columns)
     assert plugin.seen == [sorted(columns)]
 
 
@@ -98,6 +101,7 @@ def test_trl_dataset_and_reward_carry_the_cascade2_columns():
     plugin = SimpleNamespace(rewards=[RewardSpec(name=FAKE + "LengthReward")])
     assert dataset_columns(plugin, available) == [c for c in available if c != "prompt"]
     seen = ColumnsSeen("tool_call")
+    seen.reads = registry.reward_columns("tool_call")  # as rewards.registry builds it
     TRLReward(seen)(prompts=["x"], completions=["y"], completion_ids=[[1]], trainer_state=None,
                     user_prompt=["q"], domain=["tool_call"], tools=["[]"], reference_call=["{}"], answer=["1"])
     assert seen.seen == [["domain", "reference_call", "tools"]]

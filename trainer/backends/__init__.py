@@ -1,11 +1,12 @@
 """Training backends: what differs between one torch process, DeepSpeed ZeRO ranks and TRL.
 
-A backend is one module here with `run(config, trainer) -> StageResult`, registered by name in
-trainer/backend_registry.py, which `trainer.stage` dispatches through. torch_backend and
-deepspeed_backend subclass `trainer.backend_api.Backend` (the surface the training loop is
-written against, plus the shared LR schedule, dtype choice, optimizer and NaN guard) and run the
-shared loop, trainer/loop.py; trl_adapter hands the whole GRPO stage to TRL. Nothing is
-re-exported: import from the modules themselves.
+A backend is one module here, registered by name in `trainer.stage.BACKENDS`: either a
+`trainer.backend_api.Backend` subclass (the surface the training loop is written against, plus the
+shared LR schedule, dtype choice, optimizer and NaN guard), which `trainer.stage` runs through its
+loop `execute` in process (torch_backend), or a `run(config, trainer) -> StageResult` function that
+runs the stage its own way (deepspeed_backend: torchrun ranks that each run `execute` with a
+DeepSpeedBackend; trl_adapter: the whole GRPO stage handed to TRL). Nothing is re-exported: import
+from the modules themselves.
 
 Modules:
   torch_backend.py      one process, CPU or one GPU: plain torch AdamW + LambdaLR

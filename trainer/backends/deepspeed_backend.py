@@ -1,7 +1,7 @@
 """DeepSpeed ZeRO 1/2/3 backend: the same stage loop on every rank, launched with torchrun.
 
-`run()` (backend "deepspeed" in trainer.backend_registry) calls `launch()`, which starts
-`num_processes` ranks of this module with torchrun and waits; each rank runs trainer.loop.execute
+`run()` (backend "deepspeed" in trainer.stage.BACKENDS) calls `launch()`, which starts
+`num_processes` ranks of this module with torchrun and waits; each rank runs trainer.stage.execute
 with a DeepSpeedBackend.
 The optimizer is a client torch AdamW (`zero_allow_untested_optimizer`), so no fused_adam is
 compiled; CPU ranks talk over gloo, GPU ranks over NCCL: the same code path runs on both.
@@ -229,18 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(argv[2], argv[2:])
     die_with_parent()  # a rank: killed when torchrun dies
     from spec.entry_points import import_target
-    from trainer.loop import execute
+    from trainer.stage import execute
 
     spec = json.loads(Path(argv[0]).read_text())
     config = import_target(spec["config_class"]).model_validate(spec["config"])
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-
-    def make(model: Any, trainer: Any) -> DeepSpeedBackend:
-        return DeepSpeedBackend(model, config, trainer.total_steps, trainer.warmup_steps,
-                                getattr(config, "lr_schedule", "constant"), getattr(config, "min_lr_ratio", 0.0))
-
     try:
-        execute(config, spec["trainer"], make, world_size=world, rank=rank)
+        execute(config, spec["trainer"], DeepSpeedBackend, world_size=world, rank=rank)
     except NonFiniteLossError as err:  # for launch() to raise in the calling process
         (Path(config.output_dir) / f".nonfinite_rank{rank}.json").write_text(json.dumps(err.fields()))
         raise

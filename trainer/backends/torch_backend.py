@@ -1,4 +1,4 @@
-"""Built-in backend: one process, CPU or one GPU, plain torch AdamW + LambdaLR."""
+"""Built-in backend "torch": one process, CPU or one GPU, plain torch AdamW + LambdaLR (trainer.stage runs it in process)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from typing import Any
 
 from spec.nonfinite import check_finite
 from trainer.backend_api import Backend, grad_norm, lr_lambda, make_optimizer, resolve_dtype
-from trainer.loop import execute
-from trainer.stage import StageResult
 
 
 class TorchBackend(Backend):
@@ -57,13 +55,3 @@ class TorchBackend(Backend):
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
 
-
-def run(config: Any, trainer: str) -> StageResult:
-    """The stage in this process (registered as backend "torch"); `trainer`: its `module:Class`."""
-
-    def make(model: Any, trainer: Any) -> Any:
-        schedule = getattr(config, "lr_schedule", "constant")
-        return TorchBackend(model, config, trainer.total_steps, trainer.warmup_steps, schedule,
-                            getattr(config, "min_lr_ratio", 0.0))
-
-    return execute(config, trainer, make)

@@ -254,7 +254,7 @@ def run_grpo_trl(config: "GRPOConfig") -> Any:
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rewards, _, records = load_rewards(config.rewards)
+    rewards, _, records = load_rewards(config.rewards, config.reward_model)
     # The same reward cache as the built-in backends (no per-rollout audit table: TRL owns the loop).
     rows, summary = train_with_trl(config, str(out), scorers(rewards, config.reward_cache))
     metrics = MetricsWriter(out, config.tensorboard)  # mlflow / wandb: TRL reports to them itself (report_to)
@@ -273,7 +273,7 @@ def _has_checkpoint(work_dir: str) -> bool:
 
 
 def run(config: Any, trainer: str) -> "StageResult":
-    """Backend "trl" in trainer.backend_registry: GRPO stages only, through `run_grpo_trl`."""
+    """Backend "trl" in trainer.stage.BACKENDS: GRPO stages only, through `run_grpo_trl`."""
     from spec.entry_points import import_target
 
     if import_target(trainer).algorithm != "grpo":
