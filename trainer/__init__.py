@@ -25,9 +25,7 @@ training ones, `rollout_logprob_diff_*` in the metrics).
 
 Modules:
   config.py            run configs (SFTConfig, GRPOConfig; pydantic, no torch) + YAML loading + docs tables
-  stage.py             the stage contract: `run_stage` (a run config -> StageResult; never overwrite), the backend
-                       registry (`BACKENDS`, `register_backend()`) and `execute()`, the loop every in-process
-                       backend and DeepSpeed rank runs (resume, steps, checkpoints, outputs)
+  stage.py             `run_stage` (config -> StageResult, never overwrite), `BACKENDS`, `execute()`: the loop every backend runs
   base.py              the `Trainer` protocol (attach, train_step, state_dict, summary) and its base class
   backend_api.py       the `Backend` base class: LR schedule, dtype, optimizer, the NaN/inf guard
   backends/            torch (one process), DeepSpeed ZeRO (torchrun ranks), the TRL plug
