@@ -4,11 +4,12 @@ Where: a child of this process's own memory cgroup (so a container's limit still
 sandboxes), named `cascade-sandbox-<uid>`. The slot's flock makes the name exclusive, so a
 cgroup of that name found at creation is a leftover of a crashed run and is removed first.
 
-Entering it: the command is prefixed with `/bin/sh -c 'echo $$ > .../cgroup.procs && exec "$@"'`.
-The shell moves itself in and only then execs bwrap, so every process of the run (bwrap, the
-namespace's init, the program, all its forks and threads) is created inside the cgroup: no
-allocation of the run can happen outside it, and no process can leave it (the sandbox has no
-/sys, no capabilities, and mount/unshare are denied by seccomp).
+Entering it: the run's first process (the zygote's fork, see sandboxes/zygote_main.py) writes
+"0" (itself) to an fd of the cgroup's cgroup.procs (`enter_fd`) before it does anything else, so
+every process of the run (its init, the program, all its forks and threads) is created inside
+the cgroup: no allocation of the run can happen outside it, and no process can leave it (the
+sandbox has no /sys, no capabilities, and mount/unshare are denied by seccomp). (`wrap` does the
+same for a command line, through a shell: the probe below uses it.)
 
 The cost of a move, and the warmer: moving a process between cgroups takes the kernel's
 cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period (6-20 ms measured
@@ -252,6 +253,11 @@ class CgroupGuard:
     def wrap(self, cmd: list[str]) -> list[str]:
         """`cmd` run so that its first process is inside the cgroup before it execs anything."""
         return ["/bin/sh", "-c", _ENTER, os.path.join(self.path, "cgroup.procs"), *cmd]
+
+    def enter_fd(self) -> int | None:
+        """A write-only fd of the cgroup's process list: the run's first process writes "0" to it
+        (itself) before it does anything else (the caller closes it)."""
+        return os.open(os.path.join(self.path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
 
     def start(self, kill: object, pid: int) -> None:
         """Nothing to start: the kernel enforces the limit."""

@@ -1,5 +1,5 @@
-"""The sandbox's command line: bwrap (namespaces, mounts) -> setpriv (uid drop) -> prlimit
-(every rlimit pinned, soft = hard) -> python. See the package docstring for the why."""
+"""The warm sandbox's command line (bwrap -> the zygote) and the per-run data its forks apply:
+every rlimit pinned (soft = hard). See the package docstring for the why."""
 
 from __future__ import annotations
 
@@ -10,19 +10,20 @@ import shutil
 import sys
 from pathlib import Path
 
+from sandboxes import seccomp
 from sandboxes.limits import SandboxLimits
 
 WORKDIR = "/tmp"
 PROGRAM = "/sandbox/main.py"
+_ZYGOTE_SOURCE = Path(__file__).with_name("zygote_main.py")
 STACK_BYTES = 8 << 20
 """RLIMIT_STACK of sandboxed programs (soft = hard): the usual default, fixed so that it cannot be raised."""
 
 # Limits the sandbox does not choose itself: pinned at this process's soft value, soft = hard,
 # so the program can lower them but never raise them.
-# Linux numbers (Python's resource module lacks RLIMIT_LOCKS and RLIMIT_RTTIME).
-_INHERITED = {"locks": 10, "memlock": resource.RLIMIT_MEMLOCK, "msgqueue": resource.RLIMIT_MSGQUEUE,
-              "nice": resource.RLIMIT_NICE, "rss": resource.RLIMIT_RSS, "rtprio": resource.RLIMIT_RTPRIO,
-              "rttime": 15, "sigpending": resource.RLIMIT_SIGPENDING}
+# Linux numbers (Python's resource module lacks RLIMIT_LOCKS (10) and RLIMIT_RTTIME (15)).
+_INHERITED = (10, resource.RLIMIT_MEMLOCK, resource.RLIMIT_MSGQUEUE, resource.RLIMIT_NICE, resource.RLIMIT_RSS,
+              resource.RLIMIT_RTPRIO, 15, resource.RLIMIT_SIGPENDING)
 
 
 def _python_paths(limits: SandboxLimits) -> tuple[str, str]:
@@ -39,28 +40,30 @@ def _parent_dirs(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _pinned(value: int) -> str:
-    text = "unlimited" if value == resource.RLIM_INFINITY else str(value)
-    return f"{text}:{text}"
-
-
-def rlimit_args(limits: SandboxLimits) -> list[str]:
-    """prlimit options: every resource set, soft = hard (a program may lower a limit, never raise
-    one). The one exception is CPU: soft < hard, because the soft limit sends SIGXCPU, which we can
-    label as a CPU timeout; raising the soft limit to the hard one gains nothing a program cannot
-    already get by ignoring SIGXCPU, and the hard limit (SIGKILL) and the wall clock still hold."""
+def rlimits(limits: SandboxLimits) -> list[tuple[int, int, int]]:
+    """(resource, soft, hard) for every resource: soft = hard (a program may lower a limit, never
+    raise one). The one exception is CPU: soft < hard, because the soft limit sends SIGXCPU, which
+    we can label as a CPU timeout; raising the soft limit to the hard one gains nothing a program
+    cannot already get by ignoring SIGXCPU, and the hard limit (SIGKILL) and the wall clock still hold."""
     space = (limits.address_space_mb or limits.memory_mb) << 20
     cpu = limits.cpu_s if limits.cpu_s is not None else math.ceil(limits.timeout_s) + 1
-    args = [f"--as={_pinned(space)}", f"--data={_pinned(space)}", f"--stack={_pinned(STACK_BYTES)}",
-            f"--cpu={cpu}:{cpu + 1}", f"--fsize={_pinned(limits.file_size_mb << 20)}",
-            f"--nofile={_pinned(limits.max_open_files)}", f"--nproc={_pinned(limits.max_processes)}", "--core=0:0"]
-    for option, number in _INHERITED.items():
-        args.append(f"--{option}={_pinned(resource.getrlimit(number)[0])}")
-    return args
+    chosen = {resource.RLIMIT_AS: space, resource.RLIMIT_DATA: space, resource.RLIMIT_STACK: STACK_BYTES,
+              resource.RLIMIT_FSIZE: limits.file_size_mb << 20, resource.RLIMIT_NOFILE: limits.max_open_files,
+              resource.RLIMIT_NPROC: limits.max_processes, resource.RLIMIT_CORE: 0}
+    pinned = [(number, value, value) for number, value in chosen.items()]
+    pinned += [(number, resource.getrlimit(number)[0], resource.getrlimit(number)[0]) for number in _INHERITED]
+    return pinned + [(resource.RLIMIT_CPU, cpu, cpu + 1)]
 
 
-def build_command(limits: SandboxLimits, uid: int, code_fd: int, status_fd: int, seccomp_fd: int | None) -> list[str]:
-    """The full argv: bwrap (namespaces, mounts) -> setpriv (uid drop) -> prlimit -> python."""
+def zygote_key(limits: SandboxLimits) -> str:
+    """Runs of the same interpreter share one zygote."""
+    return _python_paths(limits)[0]
+
+
+def zygote_command(limits: SandboxLimits, control_fd: int) -> list[str]:
+    """The warm sandbox's argv: bwrap (namespaces, read-only mounts, cleared environment) -> the
+    zygote (sandboxes/zygote_main.py). Every writable place, the uid drop, the rlimits and
+    seccomp are made per run, inside, by the zygote's forks."""
     exe, prefix = _python_paths(limits)
     cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
            "--die-with-parent", "--new-session", "--hostname", "sandbox",
@@ -71,23 +74,17 @@ def build_command(limits: SandboxLimits, uid: int, code_fd: int, status_fd: int,
             cmd += ["--symlink", os.readlink(target), str(target)]
         elif target.is_dir():
             cmd += ["--ro-bind", str(target), str(target)]
-    cmd += ["--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", WORKDIR]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--perms", "1777", "--dir", WORKDIR]
     if not prefix.startswith("/usr/"):
         # Parents would be created 0700 (unreadable for the slot uid): create them 0755.
         for parent in _parent_dirs(prefix + "/x"):
             cmd += ["--perms", "0755", "--dir", parent]
         cmd += ["--ro-bind", prefix, prefix]
-    cmd += ["--perms", "0755", "--dir", str(Path(PROGRAM).parent),
-            "--perms", "0444", "--ro-bind-data", str(code_fd), PROGRAM,
-            "--remount-ro", "/", "--json-status-fd", str(status_fd),
+    bpf = seccomp.filter_bpf() or b""
+    cmd += ["--perms", "0755", "--dir", str(Path(PROGRAM).parent), "--remount-ro", "/",
             "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", WORKDIR,
-            "--setenv", "LANG", "C.UTF-8", "--chdir", WORKDIR]
-    if seccomp_fd is not None:
-        cmd += ["--seccomp", str(seccomp_fd)]
-    cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-            "prlimit", *rlimit_args(limits), "--", exe, "-I", PROGRAM]
+            "--setenv", "LANG", "C.UTF-8", "--chdir", WORKDIR,
+            exe, "-I", "-c", _ZYGOTE_SOURCE.read_text(encoding="utf-8"), str(control_fd), bpf.hex()]
     return cmd
 
 
@@ -103,9 +100,8 @@ def preflight() -> str | None:
     """Why the sandbox cannot work on this machine, or None."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) not found: install the Debian package 'bubblewrap' (scripts/setup.sh does)"
-    for tool in ("setpriv", "prlimit"):
-        if shutil.which(tool) is None:
-            return f"{tool} not found: install the Debian package 'util-linux'"
+    if shutil.which("setpriv") is None:  # the sweep kills a slot's leftovers as that uid
+        return "setpriv not found: install the Debian package 'util-linux'"
     if os.geteuid() != 0:
         return "the sandbox must run as root to switch each slot to its own unprivileged uid"
     return None

@@ -1,26 +1,31 @@
 """One started sandbox, shared by `run_python` (one shot) and `SandboxProcess` (interactive):
-claim a slot, start bwrap inside the run's memory guard, read stdout/stderr with caps, kill,
-wait, sweep the uid, release everything, classify. See the package docstring."""
+claim a slot, open the run's memory guard, have the warm sandbox fork the run (sandboxes/zygote.py),
+read stdout/stderr with caps, kill, wait, sweep the uid, release everything, classify. See the
+package docstring."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
+import select
 import selectors
 import signal
-import subprocess
+import socket
 import threading
 import time
+from functools import partial
 
 from sandboxes import seccomp
-from sandboxes.command import build_command, memfd
+from sandboxes.command import memfd, rlimits, zygote_command, zygote_key
 from sandboxes.limits import SandboxLimits, SandboxResult
 from sandboxes.memory import open_guard
 from sandboxes.slots import acquire_slot, sweep_uid
+from sandboxes.zygote import ZygoteError, host_pid, start_run
 
 KILL_DRAIN_S = 0.5
 """After a kill, how long to keep reading what the program wrote before it (its pipes close at once)."""
+EXIT_WAIT_S = 10.0
+"""After SIGKILL to the run's init, how long to wait for it to be gone (it is at once)."""
 
 
 class Launch:
@@ -41,10 +46,13 @@ class Launch:
         self._fds: list[int] = []
         self._guard = None
         self._pidfd: int | None = None
+        self._status: socket.socket | None = None
+        self._started = False
+        self._exit_code: int | None = None
+        self._setup_error = ""
         self._sel = selectors.DefaultSelector()
         self._stack.callback(self._sel.close)
         self._stack.callback(self._close_fds)
-        self.proc: subprocess.Popen | None = None
         self.stdin_fd: int | None = None
         try:
             self._start(code, limits, stdin)
@@ -57,38 +65,41 @@ class Launch:
     def _start(self, code: str, limits: SandboxLimits, stdin: bytes | None) -> None:
         slot = self._stack.enter_context(acquire_slot())
         self.uid = slot.uid
-        program = self._keep(memfd("program", code.encode()))
-        stdin_arg = self._keep(memfd("stdin", stdin)) if stdin is not None else subprocess.PIPE
-        self._status_r, status_w = os.pipe()
-        self._keep(self._status_r)
-        self._keep(status_w)
-        sec_fd = seccomp.filter_fd()
-        if sec_fd is not None:
-            self._keep(sec_fd)
-        self._guard, notes = open_guard(slot.uid, limits.memory_mb << 20)
-        self.warnings += notes
-        cmd = self._guard.wrap(build_command(limits, slot.uid, program, status_w, sec_fd))
-        self.start = time.monotonic()
-        self.deadline = self.start + limits.timeout_s
+        passed: list[int] = []  # the fds the run gets; this process's copies are closed once sent
         try:
-            self.proc = subprocess.Popen(cmd, stdin=stdin_arg, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         pass_fds=[program, status_w] + ([sec_fd] if sec_fd is not None else []),
-                                         start_new_session=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-        except OSError as err:
-            self.result = SandboxResult("sandbox_error", None, detail=f"cannot start bwrap: {err}", warnings=self.warnings)
-            return
-        self._pidfd = os.pidfd_open(self.proc.pid)  # a zombie until we reap it: always this process
-        self._fds.remove(status_w)
-        os.close(status_w)
-        self._sel.register(self.proc.stdout, selectors.EVENT_READ, "out")
-        self._sel.register(self.proc.stderr, selectors.EVENT_READ, "err")
+            passed.append(memfd("program", code.encode()))
+            if stdin is not None:
+                passed.append(memfd("stdin", stdin))
+            else:
+                read_end, self.stdin_fd = os.pipe()
+                passed.append(read_end)
+                os.set_blocking(self._keep(self.stdin_fd), False)
+            for name in ("out", "err"):
+                read_end, write_end = os.pipe()
+                self._sel.register(self._keep(read_end), selectors.EVENT_READ, name)
+                passed.append(write_end)
+            self._guard, notes = open_guard(slot.uid, limits.memory_mb << 20)
+            self.warnings += notes
+            enter = self._guard.enter_fd()
+            if enter is not None:
+                passed.append(enter)
+            request = {"uid": slot.uid, "rlimits": rlimits(limits), "tmpfs_bytes": limits.tmpfs_mb << 20,
+                       "cgroup": enter is not None}
+            self.start = time.monotonic()
+            self.deadline = self.start + limits.timeout_s
+            try:
+                self._status, self._pidfd = start_run(zygote_key(limits), partial(zygote_command, limits), request, passed)
+            except ZygoteError as err:
+                self.result = SandboxResult("sandbox_error", None, detail=str(err), warnings=self.warnings)
+                return
+        finally:
+            for fd in passed:
+                os.close(fd)
+        self._sel.register(self._status, selectors.EVENT_READ, "status")
         self._sel.register(self._pidfd, selectors.EVENT_READ, "exit")
         if self._guard.event_fd() is not None:
             self._sel.register(self._guard.event_fd(), selectors.EVENT_READ, "memory")
-        self.stdin_fd = self.proc.stdin.fileno() if self.proc.stdin else None
-        if self.stdin_fd is not None:
-            os.set_blocking(self.stdin_fd, False)
-        self._guard.start(lambda: self.kill("memory_limit"), self.proc.pid)
+        self._guard.start(lambda: self.kill("memory_limit"), host_pid(self._pidfd) or 0)
 
     def _keep(self, fd: int) -> int:
         self._fds.append(fd)
@@ -112,9 +123,9 @@ class Launch:
 
     def close_stdin(self) -> None:
         """EOF on the program's stdin."""
-        if self.proc is not None and self.proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+        if self.stdin_fd is not None:
+            self._fds.remove(self.stdin_fd)
+            os.close(self.stdin_fd)
             self.stdin_fd = None
 
     @property
@@ -138,12 +149,34 @@ class Launch:
                 elif key.data == "memory":
                     self._guard.on_event()
                     self.kill("memory_limit")
+                elif key.data == "status":
+                    self._read_status()
                 else:
                     self._read(key)
         finally:
             if write_fd is not None:
                 self._sel.unregister(write_fd)
         return writable
+
+    def _read_status(self) -> bool:
+        """Take in one message of the run's init (b"started", b"exit N", b"error TEXT"), or its
+        EOF; False when there was none."""
+        if self._status.fileno() not in self._sel.get_map():
+            return False
+        try:
+            message = self._status.recv(4096)
+        except BlockingIOError:
+            return False
+        if not message:
+            self._sel.unregister(self._status)
+            return False
+        if message == b"started":
+            self._started = True
+        elif message.startswith(b"exit "):
+            self._exit_code = int(message[5:])
+        elif message.startswith(b"error "):
+            self._setup_error = message[6:].decode(errors="replace")
+        return True
 
     def _read(self, key: selectors.SelectorKey) -> None:
         chunk = os.read(key.fd, 65536)
@@ -171,8 +204,8 @@ class Launch:
 
     def kill(self, reason: str) -> None:
         """Kill the sandbox now (first reason wins). Through the pidfd, so never another process.
-        bwrap's init then dies (--die-with-parent) and the pid namespace takes every process inside
-        down with it; the uid sweep in finish() catches anything else."""
+        the run's init is pid 1 of its pid namespace, which takes every process inside down with
+        it; the uid sweep in finish() catches anything else."""
         with self._lock:
             if self.killed_for is None and not self.exited:
                 self.killed_for = reason
@@ -195,16 +228,18 @@ class Launch:
                 self.pump(remaining)
             if self.killed_for and drain:  # what it wrote before the kill (e.g. a traceback): its pipes close at once
                 self.wait(KILL_DRAIN_S, until_eof=True)
-            exit_code = self.proc.wait()
-            exit_code = 128 - exit_code if exit_code < 0 else exit_code  # killed by us: shell convention
+            if not self._await_exit():
+                self.result = SandboxResult("sandbox_error", None, detail="the run's init did not exit after SIGKILL")
+                return self.result
             wall_ms = (time.monotonic() - self.start) * 1000
-            started = _sandbox_started(self._status_r)
+            # No exit status from the init: it was killed (by us): 128 + SIGKILL, the shell convention.
+            exit_code = self._exit_code if self._exit_code is not None else 128 + signal.SIGKILL
             try:
                 leftovers = sweep_uid(self.uid)
             except (RuntimeError, OSError) as err:
                 self.result = SandboxResult("sandbox_error", exit_code, detail=f"sweep failed: {err}")
                 return self.result
-            result = self._classify(exit_code, started)
+            result = self._classify(exit_code, self._started)
             result.wall_ms = round(wall_ms, 2)
             result.uid = self.uid
             result.memory_peak_mb = self._guard.peak_mb()
@@ -214,30 +249,36 @@ class Launch:
         finally:
             self.release()
 
+    def _await_exit(self) -> bool:
+        """After the loop of finish() the init has exited or was killed: wait until it is gone,
+        then take in its last status messages (sent before it exited)."""
+        end = time.monotonic() + EXIT_WAIT_S
+        while not self.exited and (left := end - time.monotonic()) > 0:
+            self.pump(left)
+        self._status.setblocking(False)
+        while self._read_status():
+            pass
+        return self.exited
+
     def release(self) -> None:
         """Stop the guard, remove its cgroup, close every fd, release the slot (idempotent)."""
         with self._lock:
             pidfd, self._pidfd = self._pidfd, None
-        if self.proc is not None:
-            if self.proc.poll() is None:  # abandoned while running (an exception): kill first
-                if pidfd is not None:
+        if pidfd is not None:
+            if not self.exited:  # abandoned while running (an exception): kill first
+                with contextlib.suppress(ProcessLookupError):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                else:
-                    self.proc.kill()  # not reaped yet: still our child's pid
-                self.proc.wait()
+                select.select([pidfd], [], [], EXIT_WAIT_S)
                 with contextlib.suppress(RuntimeError, OSError):
                     sweep_uid(self.uid)
-            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    with contextlib.suppress(OSError):
-                        stream.close()
+            os.close(pidfd)
         if self._guard is not None:
             notes = self._guard.close()
             if self.result is not None:
                 self.result.warnings += notes
             self._guard = None
-        if pidfd is not None:
-            os.close(pidfd)
+        if self._status is not None:
+            self._status.close()
         self._stack.close()
 
     def _classify(self, exit_code: int, started: bool) -> SandboxResult:
@@ -252,7 +293,8 @@ class Launch:
             return SandboxResult("output_limit", exit_code, stdout, stderr,
                                  detail=f"output over {limits.stdout_bytes} (stdout) / {limits.stderr_bytes} (stderr) bytes")
         if not started:
-            return SandboxResult("sandbox_error", None, stdout, stderr, detail=f"bwrap failed to start: {stderr.strip()[-500:]}")
+            return SandboxResult("sandbox_error", None, stdout, stderr,
+                                 detail=f"sandbox setup failed: {self._setup_error or 'the run ended before its program started'}")
         if self.killed_for == "closed" and exit_code == 128 + signal.SIGKILL:
             return SandboxResult("error", exit_code, stdout, stderr, detail="killed by the host (closed while running)")
         if exit_code == 0:
@@ -268,17 +310,3 @@ class Launch:
             return SandboxResult("error", exit_code, stdout, stderr, detail=f"file size limit ({limits.file_size_mb} MiB)")
         detail = f"killed by signal {signal.Signals(signum).name}" if signum in signal.valid_signals() else f"exit code {exit_code}"
         return SandboxResult("error", exit_code, stdout, stderr, detail=detail)
-
-
-def _sandbox_started(status_fd: int) -> bool:
-    """bwrap writes {"child-pid": N} on this fd once the sandbox is set up (program-proof)."""
-    data = b""
-    while chunk := os.read(status_fd, 4096):
-        data += chunk
-    for line in data.decode(errors="replace").splitlines():
-        try:
-            if "child-pid" in json.loads(line):
-                return True
-        except (json.JSONDecodeError, TypeError):
-            continue
-    return False

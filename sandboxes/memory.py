@@ -37,7 +37,7 @@ class MemoryGuard(Protocol):
     kind: str
     limit_bytes: int
 
-    def wrap(self, cmd: list[str]) -> list[str]: ...
+    def enter_fd(self) -> int | None: ...
     def start(self, kill: Callable[[], None], pid: int) -> None: ...
     def event_fd(self) -> int | None: ...
     def on_event(self) -> None: ...
@@ -110,9 +110,9 @@ def _pss_bytes(pid: str) -> int:
 class Watchdog:
     """The fallback guard (see the module docstring).
 
-    Which processes: those of the slot uid. The run's first process (bwrap) and its helpers run
-    as root until setpriv drops to the slot uid and execs the program in the same process, so
-    root processes descending from the run's bwrap are re-read every tick until they switch.
+    Which processes: those of the slot uid. The run's first processes (its init, and the
+    program's process until it drops to the slot uid) run as root, so root processes descending
+    from the run's init are re-read every tick until they switch.
     Cost per tick: one listing of /proc (entries are matched by name and inode, so only processes
     new since the last tick have their status read; the processes that existed before the run
     started are never read), one read of /proc/PID/statm per process of the run, one status read
@@ -136,10 +136,11 @@ class Watchdog:
         # the run's first process is started, cannot be part of it: not one status read for them.
         self._known: dict[str, int] = {e.name: e.inode() for e in os.scandir("/proc") if e.name.isdigit()}
         self._ours: set[str] = set()  # processes of the slot uid
-        self._helpers: set[str] = set()  # root processes of the run (bwrap, setpriv before its drop)
+        self._helpers: set[str] = set()  # root processes of the run (its init, the program before its drop)
 
-    def wrap(self, cmd: list[str]) -> list[str]:
-        return cmd
+    def enter_fd(self) -> int | None:
+        """No cgroup to enter: the watchdog finds the run by its uid."""
+        return None
 
     def start(self, kill: Callable[[], None], pid: int) -> None:
         """Watch the run whose first process is `pid`; `kill` ends the run (called at most once,

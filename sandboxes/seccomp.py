@@ -4,8 +4,9 @@ Why libseccomp and not a hand-written BPF program: it knows each architecture's 
 numbers and adds the architecture check (a foreign-ABI syscall, e.g. `int 0x80` on x86_64,
 kills the process instead of slipping past a filter written for the native numbers).
 Why ctypes: libseccomp2 is part of every Debian install (apt depends on it), so the layer
-needs no compiled Python package. The filter is exported once per process as BPF bytes and
-handed to bwrap (`--seccomp FD`), which installs it right before exec'ing the program.
+needs no compiled Python package. The filter is exported once per process as BPF bytes, handed
+to the warm sandbox's zygote at its start and installed by each run's program process itself
+(sandboxes/zygote_main.py), last of its set-up.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import ctypes
 import ctypes.util
 import errno
 import functools
-import os
 import socket
 import tempfile
 
@@ -104,14 +104,3 @@ def filter_bpf() -> bytes | None:
             return fh.read()
     finally:
         lib.seccomp_release(ctx)
-
-
-def filter_fd() -> int | None:
-    """A fresh readable fd holding the BPF program (bwrap reads it to EOF), or None."""
-    bpf = filter_bpf()
-    if bpf is None:
-        return None
-    fd = os.memfd_create("cascade-seccomp", os.MFD_CLOEXEC)
-    os.write(fd, bpf)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd

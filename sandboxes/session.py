@@ -1,7 +1,7 @@
 """An interactive sandboxed process: a Python program that stays alive and talks by lines.
 
-Same sandbox as `run_python` (bwrap, slot uid, setpriv, pinned rlimits, seccomp, the run's
-memory guard; sandboxes.launch is shared), but stdin is a pipe the host writes lines to and
+Same sandbox as `run_python` (a fork of the warm sandbox: namespaces, slot uid, pinned rlimits,
+seccomp, the run's memory guard; sandboxes.launch is shared), but stdin is a pipe the host writes lines to and
 stdout is read line by line, so a verifier can keep a program (e.g. a candidate's solution, or a
 judge) running across many requests and pass only plain data between processes.
 
