@@ -17,7 +17,7 @@ Modules:
   instruction.py   IFEval-style constrained prompts with responses that satisfy every instruction
   chat.py          general chat, preference pairs and tool calls
   swe.py           SWE instances made by mutating real stdlib source into a bug
-  multi_domain.py  Cascade 2 multi-domain RL prompts: multiple-choice QA, tool calls, structured output
+  multi_domain.py  Cascade 2 multi-domain prompts (RL, eval) and their SFT rows: multiple-choice QA, tool calls, JSON
 
 Design choices:
 - Deterministic: every generator draws from `random.Random(f"{name}:{seed}")` (string

@@ -5,11 +5,19 @@ questions with four lettered options (`mcqa`), requests that one of a few declar
 with exact arguments (`tool_call`: `tools` + `reference_call`), and extraction requests whose
 answer is a JSON object under a strict JSON Schema (`structured_output`: `additionalProperties:
 false`, typed and required fields). The `*_rl` generators use the RL slots, the `*_eval`
-generators (128 held-out rows each) the eval slots (curation.samples.common), so no problem is
-shared. Eval prompts ask the same tasks in other words (the RL templates repeat phrases of 9+
+generators (128 held-out rows each) the eval slots and the `*_sft` generators the SFT slots
+(curation.samples.common), so no problem is shared. Eval prompts ask the same tasks in other words (the RL templates repeat phrases of 9+
 words, which would make every RL row look contaminated by its own eval set under 9-gram
 decontamination), and eval weather calls use cities of their own (12 cities x 2 units leave
 too few eval-slot keys).
+
+The `*_sft` rows teach each format before RL rewards it (Cascade 2 SFT covers every domain it
+later trains): the RL wording with a worked response in exactly the form the verifier accepts
+(`Answer: B`; one `<tool_call>` block with typed arguments; one bare JSON object). A 135M model
+never produces these formats unprompted within the RL token budget, so without them
+multi-domain RL has no reward variance to learn from. SFT domains: `chat` for MCQA and
+structured output, `tool` for tool calls (the SFT renderer puts `tools` in the system prompt
+as the RL prompt set does).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import json
 import random
 from typing import Any
 
-from curation.samples.common import EVAL_SLOTS, RL_SLOTS, Record, draw, make_rng, public
+from curation.samples.common import EVAL_SLOTS, RL_SLOTS, SFT_SLOTS, Record, draw, make_rng, public
 
 CITIES = ("Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Quito", "Perth", "Dakar", "Hanoi", "Bern", "Riga", "Accra")
 NAMES = ("Alice", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kemal", "Lena")
@@ -98,6 +106,52 @@ def _structured(rng: random.Random, template: str = STRUCTURED_ASK[0]) -> dict[s
     return {"key": [name, age, city, member], "prompt": prompt, "json_schema": json.dumps(schema)}
 
 
+def _mcqa_sft(rng: random.Random) -> dict[str, Any]:
+    item = _mcqa(rng)
+    _op, a, b = item["key"]
+    right = a + b if _op == "sum" else a - b
+    sign = "plus" if _op == "sum" else "minus"
+    think = f"{a} {sign} {b} is {right}, which is option {item['answer']}."
+    return _responses(item, think, f"Answer: {item['answer']}")
+
+
+def _tool_call_sft(rng: random.Random) -> dict[str, Any]:
+    item = _tool_call(rng)
+    call = item["key"]
+    think = f"The {call['name']} tool answers this; its arguments are {', '.join(call['arguments'])}."
+    return _responses(item, think, f"<tool_call>\n{json.dumps(call)}\n</tool_call>")
+
+
+def _structured_sft(rng: random.Random) -> dict[str, Any]:
+    item = _structured(rng)
+    name, age, city, member = item["key"]
+    think = "The schema asks for name, age, city and member, with no other keys."
+    return _responses(item, think, json.dumps({"name": name, "age": age, "city": city, "member": member}))
+
+
+def _responses(item: dict[str, Any], think: str, answer: str) -> dict[str, Any]:
+    return item | {"think_response": f"<think>\n{think}\n</think>\n{answer}", "no_think_response": answer}
+
+
+SFT_FIELDS = ("prompt", "think_response", "no_think_response")
+
+
+def mcqa_sft(seed: int) -> list[Record]:
+    """Multiple-choice questions answered `Answer: <letter>` (an SFT source, domain `chat`)."""
+    return [public(i, SFT_FIELDS) for i in draw(make_rng("mcqa_sft", seed), 120, _mcqa_sft, SFT_SLOTS)]
+
+
+def tool_call_sft(seed: int) -> list[Record]:
+    """Tool requests answered with one typed `<tool_call>` block (an SFT source, domain `tool`)."""
+    rows = draw(make_rng("tool_call_sft", seed), 80, _tool_call_sft, SFT_SLOTS)
+    return [public(i, ("prompt", "tools", *SFT_FIELDS[1:])) for i in rows]
+
+
+def structured_output_sft(seed: int) -> list[Record]:
+    """Extraction requests answered with the bare JSON object (an SFT source, domain `chat`)."""
+    return [public(i, SFT_FIELDS) for i in draw(make_rng("structured_output_sft", seed), 60, _structured_sft, SFT_SLOTS)]
+
+
 def mcqa_rl(seed: int) -> list[Record]:
     """Multiple-choice arithmetic questions (domain `mcqa`)."""
     return [public(i, ("prompt", "answer")) for i in draw(make_rng("mcqa_rl", seed), 120, _mcqa, RL_SLOTS)]
@@ -138,4 +192,5 @@ def structured_output_eval(seed: int) -> list[Record]:
 
 
 GENERATORS = {"mcqa_rl": mcqa_rl, "tool_call_rl": tool_call_rl, "structured_output_rl": structured_output_rl,
-              "mcqa_eval": mcqa_eval, "tool_call_eval": tool_call_eval, "structured_output_eval": structured_output_eval}
+              "mcqa_eval": mcqa_eval, "tool_call_eval": tool_call_eval, "structured_output_eval": structured_output_eval,
+              "mcqa_sft": mcqa_sft, "tool_call_sft": tool_call_sft, "structured_output_sft": structured_output_sft}
