@@ -33,6 +33,7 @@ from spec.lineage import make_record, write_record
 from spec.lineage_verify import set_aside as set_aside_unverified, verify_record
 from spec.paths import portable_path
 from spec.recipe import Recipe
+from trainer.cascade_report import teacher_domains
 
 
 def _interval(c: dict[str, Any]) -> str:
@@ -44,9 +45,11 @@ def eval_domains(recipe: Recipe) -> list[str]:
 
 
 def own_domains(recipe: Recipe) -> dict[str, list[str]]:
-    """{RL stage: the eval domains its kind trains that the recipe evaluates} (kind order; [] when none)."""
-    domains = set(eval_domains(recipe))
-    return {rl.name: [d for d in stage_kind(rl.kind).eval_domains if d in domains] for rl in recipe.rl_stages}
+    """{RL stage: the eval domains it is judged on that the recipe evaluates}: its kind's (kind order), a
+    stage with teachers (MOPD) its teachers' (trainer.cascade_report.teacher_domains); [] when none."""
+    domains, taught = set(eval_domains(recipe)), teacher_domains(recipe, dict(checkpoint_chain(recipe)))
+    return {rl.name: [d for d in (taught.get(rl.name) or stage_kind(rl.kind).eval_domains) if d in domains]
+            for rl in recipe.rl_stages}
 
 
 def eval_plan(recipe: Recipe) -> dict[str, list[str]]:
@@ -55,8 +58,8 @@ def eval_plan(recipe: Recipe) -> dict[str, list[str]]:
     `evals.scope: all`: every checkpoint on every domain. `gates`: what the gates read — the RL
     chain's input on the first trained domains; each RL checkpoint on the domains of its own and
     every earlier RL stage (no_forgetting) plus the next trained ones (the next stage's `learned`
-    baseline); the last checkpoint on every domain (the final model's full table). A stage's
-    domains are all the eval domains of its kind (StageKind.eval_domains) the recipe evaluates.
+    baseline); the last checkpoint on every domain (the final model's full table); each teacher
+    on the domains it teaches (the report shows its score). A stage's domains: `own_domains`.
     """
     chain = checkpoint_chain(recipe)
     domains = eval_domains(recipe)
@@ -70,7 +73,10 @@ def eval_plan(recipe: Recipe) -> dict[str, list[str]]:
         chosen = domains if j == len(names) - 1 else [d for d in domains if d in want]
         if chosen:
             plan[name] = chosen
-    return plan
+    for taught in teacher_domains(recipe, dict(chain)).values():
+        for d, teacher in taught.items():
+            plan[teacher] = [x for x in domains if x == d or x in plan.get(teacher, ())]
+    return {s: plan[s] for s, _ in chain if s in plan}
 
 
 def _eval_sets(context: Context, store: CascadeStore, recipe: Recipe, rm_path: str | None,
@@ -245,7 +251,7 @@ def cascade_report(recipe: Recipe, path_of: Callable[[dg.AssetKey], Path | None]
     evals = {s: _read_eval(path_of(key(EVALS, f"eval_{s}"))) if s in plan else None for s in stages}
     metrics = {s: _read_metrics(path_of(key(CHECKPOINTS, s))) for s in stages if parents[s]}
     return build_report(stages, parents, own, domains, evals, metrics, recipe.evals.forgetting_tolerance_points,
-                        recipe.evals.alpha, planned=plan,
+                        recipe.evals.alpha, planned=plan, teachers=teacher_domains(recipe, parents),
                         max_logprob_diff=recipe.evals.training_signal_max_logprob_diff)
 
 
@@ -388,5 +394,5 @@ def build_eval_assets(recipe: Recipe, timer: WorkTimer) -> tuple[list, list]:
         own = own_by_stage[rl.name]
         if own:
             checks.append(_learned_check(recipe, rl.name, parents[rl.name], own, timer))
-        earlier += [d for d in stage_kind(rl.kind).eval_domains if d not in earlier]
+        earlier += [d for d in own or stage_kind(rl.kind).eval_domains if d not in earlier]  # as the report
     return assets, checks

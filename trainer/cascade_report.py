@@ -17,18 +17,51 @@ Dagster asset and `cascade report` build the same thing), one JSON-able report h
 
 and two renderings: `render_text` (terminal) and `render_markdown` (asset metadata, README).
 The verdicts come from trainer.gates, the functions the asset checks call.
+
+Which domains a stage is judged on: its kind's eval domains, except for a stage that distils
+(MOPD), which has none of its own and is judged on its teachers' domains (`teacher_domains`,
+also what the asset checks and the eval plan read); each such `learned` verdict names its
+teacher and the teacher's score, so the report shows whether the student moved toward it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from spec.train import MAX_LOGPROB_DIFF
 from trainer.gates import (ALPHA, combined_verdict, curve_summary, domain_cell, forgetting_gate, forgetting_status,
                            learned_gates, training_signal)
 from trainer.stats import cell
 
+if TYPE_CHECKING:
+    from spec.recipe import Recipe
+
 Report = Mapping[str, Mapping[str, Mapping[str, Any]]]
+
+
+def teacher_domains(recipe: Recipe, parents: Mapping[str, str | None]) -> dict[str, dict[str, str]]:
+    """{RL stage: {eval domain: teacher checkpoint}} of each stage with teachers (MOPD, through
+    StageOptions.teachers_of): the stage's sources -> their row domains (`Recipe.source`: a
+    generation's are its input source's) -> the teacher each is routed to -> the eval domains of
+    that row domain's benchmarks, in source order. A row domain routed to the stage's own input
+    checkpoint (`parents`) is left out: that teacher is the student as it starts, so there is
+    nothing to learn from it, and no_forgetting already guards the domains of the stage that
+    trained it."""
+    out: dict[str, dict[str, str]] = {}
+    for rl in recipe.rl_stages:
+        if rl.options is None:
+            continue
+        routed = rl.options.teachers_of(list(dict.fromkeys(recipe.source(s).domain for s in rl.sources)))
+        taught: dict[str, str] = {}
+        for row, teacher in routed.items():
+            if teacher == parents.get(rl.name):
+                continue
+            for b in recipe.benchmarks:
+                if b.eval_domain and b.domain == row:
+                    taught.setdefault(b.eval_domain, teacher)
+        if taught:
+            out[rl.name] = taught
+    return out
 
 
 def _mode_cells(report: Report, domain: str) -> dict[str, dict[str, Any]]:
@@ -53,7 +86,8 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
                  domains: Sequence[str], evals: Mapping[str, Report | None],
                  metrics: Mapping[str, Sequence[Mapping[str, Any]] | None], tolerance: float,
                  alpha: float = ALPHA, planned: Mapping[str, Sequence[str]] | None = None,
-                 max_logprob_diff: float | None = MAX_LOGPROB_DIFF) -> dict[str, Any]:
+                 max_logprob_diff: float | None = MAX_LOGPROB_DIFF,
+                 teachers: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """The report of a cascade.
 
     `stages`: checkpoints in cascade order (base model first); `parents`: each stage's input
@@ -61,7 +95,9 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
     a name or a list, first = the kind's `eval_domain`);
     `evals`: eval report per stage (None when not evaluated); `metrics`: metrics rows per
     trained stage; `planned`: the domains each checkpoint is meant to be evaluated on (None = all);
-    `max_logprob_diff`: the training-signal bound on `rollout_logprob_diff_mean` (trainer.gates).
+    `max_logprob_diff`: the training-signal bound on `rollout_logprob_diff_mean` (trainer.gates);
+    `teachers`: {stage: {eval domain: teacher checkpoint}} of stages judged on their teachers'
+    domains (`teacher_domains`): their verdicts add `teacher` and `teacher_score`.
     """
     matrix: dict[str, dict[str, Any]] = {}
     for stage in stages:
@@ -89,6 +125,11 @@ def build_report(stages: Sequence[str], parents: Mapping[str, str | None],
                 _, gates = learned_gates(par, rep, owns, alpha)
             else:
                 gates = [{"domain": d, "status": "missing", "passed": False} for d in owns or [None]]
+            for g in gates:  # a distilling stage: where its teacher stands on the domain
+                teacher = (teachers or {}).get(stage, {}).get(g["domain"])
+                if teacher is not None:
+                    score = (matrix.get(teacher) or {}).get(g["domain"])
+                    g.update(teacher=teacher, teacher_score=None if score is None else round(score["score"], 2))
             # Without this stage's eval every earlier domain is a `missing` row: never a pass.
             earlier = {s: evals[s] for s in stages[:i] if evals.get(s) is not None}
             passed, frows = forgetting_gate(rep or {}, earlier, list(earlier_domains), tolerance, alpha)
@@ -150,9 +191,14 @@ def _fmt(c: Mapping[str, Any] | None) -> str:
 
 def _learned_text(g: Mapping[str, Any] | None) -> str:
     if not g or g.get("status") in (None, "missing", "no_eval_domain"):
-        return (g or {}).get("status", "–")
-    return (f"{g['gain']:+.1f} [{g['gain_lo']:+.1f}, {g['gain_hi']:+.1f}] p={g['p_value']:.3g} "
-            f"({g['status']})")
+        text = (g or {}).get("status", "–")
+    else:
+        text = (f"{g['gain']:+.1f} [{g['gain_lo']:+.1f}, {g['gain_hi']:+.1f}] p={g['p_value']:.3g} "
+                f"({g['status']})")
+    if g and g.get("teacher"):
+        score = g.get("teacher_score")
+        text += f"; teacher {g['teacher']} {'not evaluated' if score is None else f'{score:.1f}'}"
+    return text
 
 
 def _forgetting_text(g: Mapping[str, Any] | None) -> str:

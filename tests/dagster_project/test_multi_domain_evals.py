@@ -14,7 +14,7 @@ MD = ["mcqa", "tool_call", "structured_output"]
 
 def test_plan_and_checks_cover_every_own_domain() -> None:
     recipe = load_recipe(REPO_ROOT / "recipes" / "cascade2.yaml")
-    assert own_domains(recipe)["multi_domain_rl"] == MD and own_domains(recipe)["mopd"] == []
+    assert own_domains(recipe)["multi_domain_rl"] == MD and own_domains(recipe)["mopd"] == ["math", "ifeval"]
     plan = eval_plan(recipe)
     assert set(MD) <= set(plan["if_rl"])  # the multi-domain stage's learned baseline
     assert set(MD) <= set(plan["multi_domain_rl"]) and set(MD) <= set(plan["mopd"])  # and what forgetting reads
@@ -26,3 +26,6 @@ def test_plan_and_checks_cover_every_own_domain() -> None:
     assert "each of its own domains (mcqa, tool_call, structured_output)" in specs["multi_domain_rl", "learned"].description
     assert "its own domain (math)" in specs["long_context_rl", "learned"].description
     assert all(d in specs["mopd", "no_forgetting"].description for d in ["ifeval", *MD])
+    # MOPD is judged on its teachers' domains (math from sft, ifeval from if_rl), each teacher scored there.
+    assert "each of its own domains (math, ifeval)" in specs["mopd", "learned"].description
+    assert "math" in plan["sft"] and "math" in specs["rlhf", "no_forgetting"].description
