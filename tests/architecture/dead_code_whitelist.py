@@ -35,3 +35,9 @@ model_max_length
 pre_tokenizer
 decoder
 chat_template
+
+# Cache-layer methods transformers' Cache calls on every layer (beam search reorders rows,
+# assisted decoding crops tokens); generation/kv_cache.py's preallocated layer overrides them so
+# its buffers stay consistent if a caller ever does either.
+reorder_cache
+crop
