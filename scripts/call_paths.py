@@ -31,8 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-PACKAGES = ("assets", "curation", "dagster_project", "generation", "rewards", "sandboxes", "spec", "trainer")
-
+from spec.hashing import PLATFORM_PACKAGES
 
 COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 """Frames that are not hops (Python 3.12 inlines them)."""
@@ -49,7 +48,7 @@ def _project_file(filename: str, root: Path) -> str | None:
         rel = Path(filename).resolve().relative_to(root)
     except ValueError:
         return None
-    return str(rel) if rel.parts and rel.parts[0] in PACKAGES else None
+    return str(rel) if rel.parts and rel.parts[0] in PLATFORM_PACKAGES else None
 
 
 def project_stack(frame: Any, root: Path) -> list[str]:

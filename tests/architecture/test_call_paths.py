@@ -10,10 +10,10 @@ A change that adds a layer to either fails here; raise a bound only with a reaso
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from tests.script_module import load_script
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +21,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "call_paths.py"
 
 
 def _call_paths():
-    spec = importlib.util.spec_from_file_location("call_paths", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_checkpoint_to_train_step_and_to_the_reward_call_stay_short(tmp_path, monkeypatch) -> None:

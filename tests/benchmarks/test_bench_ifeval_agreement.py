@@ -3,13 +3,13 @@ against lm-eval's IFEval (downloaded by the script with `pip download`, outside 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_ifeval_agreement.py"
@@ -17,11 +17,7 @@ SCRIPT = ROOT / "benchmarks" / "bench_ifeval_agreement.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ifeval_agreement", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_ifeval_agreement"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_pairs_are_seeded_valid_and_cover_every_type(bench) -> None:

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from tests.script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def lib():
-    spec = importlib.util.spec_from_file_location("recovery_lib", ROOT / "benchmarks" / "recovery_lib.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["recovery_lib"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "recovery_lib.py")
 
 
 @pytest.mark.parametrize("domain", ["mcqa", "structured_output", "tool_call", "math", "ifeval"])

@@ -3,22 +3,20 @@ interpreter's, with the ratio (benchmarks/bench_sandbox.py; the figures themselv
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
 from sandboxes.core import sandbox_available
+from tests.script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(not sandbox_available(), reason="sandbox needs root + bubblewrap (scripts/setup.sh)")
 def test_prints_side_by_side_with_the_ratio(capsys: pytest.CaptureFixture) -> None:
-    spec = importlib.util.spec_from_file_location("bench_sandbox", ROOT / "benchmarks" / "bench_sandbox.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(ROOT / "benchmarks" / "bench_sandbox.py")
     assert bench.main(["--runs", "2", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.split("  ")[0].strip() in bench.PROGRAMS]

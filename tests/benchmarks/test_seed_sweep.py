@@ -5,7 +5,6 @@ homes; and (fast, the cascade replaced by a recorder) which homes are reused and
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "seed_sweep.py"
@@ -22,10 +22,7 @@ SEEDS = (1234, 5678)
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("seed_sweep", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _stage(name, domain, status, gain, p, forgetting):

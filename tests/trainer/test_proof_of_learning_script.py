@@ -1,22 +1,15 @@
 """The proof-of-learning script's data: disjoint sets and SFT targets that end in the verified answer."""
 
-import importlib.util
 from pathlib import Path
 
 from rewards.math import MathReward
+from tests.script_module import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "proof_of_learning.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("proof_of_learning", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_sets_are_disjoint_and_sft_targets_score_correct():
-    script = load_script()
+    script = load_script(SCRIPT)
     sets = script.disjoint_sets({"sft": 40, "rl": 60, "eval": 50}, seed=3)
     prompts = {name: {p["prompt"] for p in rows} for name, rows in sets.items()}
     assert [len(prompts[n]) for n in ("sft", "rl", "eval")] == [40, 60, 50]
@@ -31,7 +24,7 @@ def test_sets_are_disjoint_and_sft_targets_score_correct():
 
 
 def test_score_problems_splits_format_from_arithmetic():
-    script = load_script()
+    script = load_script(SCRIPT)
     problems = [{"prompt": "What is 12 plus 30?", "answer": "42", "op": "+"},
                 {"prompt": "What is 50 minus 8?", "answer": "42", "op": "-"}]
     completions = [["12 + 30 = 42. The answer is \\boxed{42}.", "12 + 30 = 42."],
@@ -52,7 +45,7 @@ def test_measure_runs_on_the_hf_engine_and_samples_as_grpo_rollouts(tiny_model_d
     from trainer.evaluate import render_prompts
     from trainer.rollout import HFRolloutEngine
 
-    script = load_script()
+    script = load_script(SCRIPT)
     monkeypatch.setattr(script, "score_problems", lambda problems, completions: completions)
     problems = script.arithmetic_problems(3, seed=1)
     out = script.measure(Path(tiny_model_dir), problems, max_new_tokens=6, samples=2, temperature=1.0)

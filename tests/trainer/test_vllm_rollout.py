@@ -13,6 +13,7 @@ import pytest
 from generation.vllm_engine import VLLMOptions, vllm_available
 from trainer.rollout import RolloutEngine
 from trainer.rollout_vllm import VLLMRolloutEngine
+from tests.script_module import load_script
 
 
 def test_options_from_dict_rejects_unknown_keys():
@@ -74,12 +75,7 @@ GPU_CHECK = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
 
 
 def _gpu_check_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_check", GPU_CHECK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(GPU_CHECK)
 
 
 def test_gpu_check_stops_clearly_without_a_gpu(tmp_path, capsys):
