@@ -60,7 +60,8 @@ def domain_code_version(recipe: Recipe, domain: str) -> str:
     from rewards.registry import reward_code_versions
 
     benches = _benches(recipe, domain)
-    targets = [*EVAL_CODE, ENGINES[recipe.evals.engine], *(["trainer.tts:TTSPlan"] if any(b.tts for b in benches) else [])]
+    targets = [*EVAL_CODE, ENGINES[recipe.evals.engine], *(["trainer.tts:TTSPlan"] if any(b.tts for b in benches) else []),
+               *(["generation.hf_workers:open_hf"] if recipe.evals.engine == "hf" and recipe.evals.workers != 1 else [])]
     rewards = [eval_reward_for(domain), *(["rm"] if any(b.tts and b.tts.select == "rm" for b in benches) else [])]
     return stable_hash({"code": closure_version(targets), "rewards": reward_code_versions(sorted(set(rewards))),
                         "sets": [b.model_dump(mode="json", include={"eval_limit", "tts"}) for b in benches]})

@@ -155,7 +155,7 @@ def ensure_eval(context: Context, store: CascadeStore, recipe: Recipe, stage: st
                 raw = evaluate_checkpoint(refs[0]["path"], sets, modes=tuple(recipe.evals.modes),
                                           max_new_tokens=recipe.evals.max_new_tokens, seed=recipe.seed,
                                           engine=recipe.evals.engine, batch_size=recipe.evals.batch_size,
-                                          dtype=recipe.evals.dtype)
+                                          dtype=recipe.evals.dtype, workers=recipe.evals.workers)
         # Points: mean reward x 100, so tolerances read as accuracy points.
         # Per-row scores stay raw (the paired tests need 0/1 pass rates as they are).
         limits = {b.eval_domain: b.eval_limit for b in recipe.benchmarks if b.eval_domain}

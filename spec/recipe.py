@@ -30,7 +30,7 @@ from spec.overrides import OverrideError, apply_overrides
 from spec.paths import DEFAULT_RECIPE
 from spec.recipe_checks import recipe_problems, resolve_path
 from spec.yaml_load import YamlBoundsError, check_bounded
-from spec.train import MAX_LOGPROB_DIFF, GRPOSettings, RewardSpec, RMSettings, Settings, SFTSettings, StageOptions
+from spec.train import MAX_LOGPROB_DIFF, GRPOSettings, RewardSpec, RMSettings, Settings, SFTSettings, StageOptions, Workers
 
 
 class RecipeError(ValueError):
@@ -173,6 +173,8 @@ class EvalSpec(Settings):
     """Rows decoded together by the `hf` engine."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Weights' dtype in the `hf` engine: `auto` = bfloat16 where the hardware computes it natively (AVX512-BF16/AMX CPUs, bf16 GPUs), else float32."""
+    workers: Workers = 1
+    """CPU processes the `hf` engine decodes on, each with its own copy of the checkpoint and its share of the rows (generation.hf_workers): `auto` = one per usable core; 1 = the run's own process. A small model's decode step does not split across threads (SmolLM2 on 2 cores: 1.08x from a second thread, 1.6x from a second process). Ignored on a GPU."""
     scope: Literal["all", "gates"] = "all"
     """`all`: every checkpoint on every domain (the full matrix); `gates`: only what the gates read — the RL chain's input and every RL checkpoint, each on the domains of its own stage, the earlier stages and the next stage (about a third fewer evals)."""
     forgetting_tolerance_points: float = Field(default=2.0, ge=0)

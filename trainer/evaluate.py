@@ -6,8 +6,9 @@ rendered exactly as training renders it (curation.chat: default system prompt + 
 (domain, mode) is the mean score, its standard error, the number of scored rows and a histogram of
 the reward's reasons (wrong_answer, no_boxed_answer, timeout, ...).
 
-Completions come from the generation engine interface (generation.engine; `hf` by default),
-greedy (temperature 0), all rows of a set and mode in one batched call.
+Completions come from the generation engine interface (generation.engine; `hf` by default, on
+several CPU processes with `workers`: generation.hf_workers), greedy (temperature 0), the rows of
+every set and mode in one call, so the engine fills each batch with prompts of similar length.
 Why greedy: the forgetting gate compares checkpoints, so the only thing allowed to move a score is
 the weights; sampling noise would make a small eval set block (or pass) at random.
 Each cell carries a 95% interval (trainer.stats: Wilson for pass rates, bootstrap for continuous
@@ -139,15 +140,17 @@ def evaluate_checkpoint(
     engine_options: dict[str, Any] | None = None,
     reward_cache: str | os.PathLike | None = None,
     dtype: str = "float32",
+    workers: int | str = 1,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Evaluate `checkpoint_dir` on every set in every mode -> {domain: {mode: cell}} (EvalScore.as_dict).
 
     Completions come from a generation engine (generation.engine: `hf` by default, `vllm` on a
-    GPU, `openai` for a served model), greedy, every set's prompts in one batched call per mode.
+    GPU, `openai` for a served model), greedy, the prompts of every set and mode in one call.
     A set with a TTS plan also gets `cell["tts"]` (trainer.tts.run_tts: best@k and select@k), run
     through the plan, so the TTS code is part of what evaluates a set only when it has one.
     `dtype` of the hf engine: `auto` = bfloat16 where the hardware computes it natively, else float32.
     `reward_cache`: None = `$CASCADE_HOME/reward_cache.sqlite` (shared with training), "off" = none.
+    `workers`: CPU processes of the `hf` engine (generation.hf_workers; `auto`: one per core); 1 = this process.
     """
     from generation.engine import build_engine
     from rewards.cache import cache_path, maybe_cached
@@ -158,25 +161,33 @@ def evaluate_checkpoint(
     options = dict(engine_options or {})
     if engine == "hf":
         options = {"dtype": eval_dtype(dtype), "batch_size": batch_size} | options
-    gen = build_engine(engine, str(checkpoint_dir), **options)
+    gen = build_engine(engine, str(checkpoint_dir), **options, **({"workers": workers} if engine == "hf" else {}))
     results: dict[str, dict[str, dict[str, Any]]] = {}
     try:
-        for domain, eval_set in eval_sets.items():
-            results[domain] = {}
-            prompts = eval_set.table.column("prompt").to_pylist()
-            tools = eval_set.table.column("tools").to_pylist() if "tools" in eval_set.table.column_names else None
+        # Every (set, mode) greedy in one call: the engine sorts all rows by length into full batches.
+        cells = [(domain, mode) for domain, eval_set in eval_sets.items() for mode in eval_set.modes or modes]
+        texts = {(d, mode): render_prompts(prompts, mode, tools)
+                 for d, mode in cells for prompts, tools in [_prompts_and_tools(eval_sets[d])]}
+        flat = complete_greedy(gen, [t for cell in cells for t in texts[cell]], max_new_tokens, seed)
+        start = 0
+        for domain, mode in cells:
+            eval_set, n = eval_sets[domain], len(texts[domain, mode])
+            completions, start = flat[start:start + n], start + n
             reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
-            for mode in eval_set.modes or modes:
-                texts = render_prompts(prompts, mode, tools)
-                completions = complete_greedy(gen, texts, max_new_tokens, seed)
-                results[domain][mode] = score_completions(eval_set, completions, reward=reward)
-                if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):
-                    results[domain][mode]["tts"] = eval_set.tts.run(  # trainer.tts, through the plan
-                        gen, prompts, texts, reward_columns(eval_set.table), reward, max_new_tokens,
-                        seed, row_ids(eval_set.table))
+            cell = results.setdefault(domain, {})[mode] = score_completions(eval_set, completions, reward=reward)
+            if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):
+                cell["tts"] = eval_set.tts.run(  # trainer.tts, through the plan
+                    gen, _prompts_and_tools(eval_set)[0], texts[domain, mode], reward_columns(eval_set.table), reward,
+                    max_new_tokens, seed, row_ids(eval_set.table))
     finally:
         gen.close()
     return results
+
+
+def _prompts_and_tools(eval_set: EvalSet) -> tuple[list[str], list[Any] | None]:
+    table = eval_set.table
+    tools = table.column("tools").to_pylist() if "tools" in table.column_names else None
+    return table.column("prompt").to_pylist(), tools
 
 
 def eval_dtype(name: str) -> str:

@@ -27,7 +27,7 @@ from trainer.base import TrainerBase
 from trainer.batching import build_group_batch, gap_metrics, sampler_gap, target_logprobs
 from trainer.config import GRPOConfig
 from trainer.prompt_set import load_prompt_set
-from trainer.rollout import HFRolloutEngine, Rollout, resolve_rollout_engine
+from trainer.rollout import EngineRollouts, HFRolloutEngine, Rollout, resolve_rollout_engine, rollout_workers
 from trainer.rollout_audit import RolloutAudit, reward_entry
 from trainer.scoring import cache_counts, failed, load_rewards, scorers
 
@@ -94,19 +94,33 @@ class GRPOTrainer(TrainerBase[GRPOConfig]):
         cfg = self.config
         self.audit = RolloutAudit(cfg.output_dir, enabled=backend.is_main)
         self.engine_name, why = resolve_rollout_engine(cfg.rollout_engine, self.world_size)
-        if backend.is_main:
-            print(f"[{self.algorithm}] rollout engine: {self.engine_name} ({why})", file=sys.stderr, flush=True)
         if self.engine_name == "vllm":
             from trainer.rollout_vllm import VLLMRolloutEngine
 
             self.engine = VLLMRolloutEngine(cfg.policy, self.tokenizer, cfg.vllm, seed=cfg.seed)
             self.engine.sync_weights(backend.model)  # a resumed model differs from cfg.policy
+        elif (workers := rollout_workers(cfg.rollout_workers, self.world_size, backend.device)) > 1:
+            from generation.hf_workers import HFWorkers
+
+            self.engine_name, why = "hf_workers", f"{workers} CPU processes (rollout_workers)"  # fed weights after every update
+            dtype = str(next(backend.model.parameters()).dtype).removeprefix("torch.")
+            self.engine = EngineRollouts(HFWorkers(cfg.policy, workers, dtype=dtype, batch_size=cfg.rollout_batch_size,
+                                                   draw="multinomial"), self.tokenizer)
+            self.engine.sync_weights(backend.model)  # a resumed model differs from cfg.policy
         else:
             self.engine = HFRolloutEngine(backend.model, self.tokenizer, cfg.rollout_batch_size,
                                           synced=backend.synced_rollouts())
+        if backend.is_main:
+            print(f"[{self.algorithm}] rollout engine: {self.engine_name} ({why})", file=sys.stderr, flush=True)
         if cfg.kl_coef > 0:  # frozen copy of the stage's input policy
             self.reference = AutoModelForCausalLM.from_pretrained(cfg.policy, dtype=torch.float32).to(backend.device)
             self.reference.eval().requires_grad_(False)
+
+    def close(self) -> None:
+        """Stop the rollout engine's worker processes, when it has any."""
+        if isinstance(self.engine, EngineRollouts):
+            self.engine.close()
+        self.engine = None
 
     def summary(self) -> dict[str, Any]:
         return {"prompts": len(self.rows), "skipped_long_prompts": self.skipped_long,

