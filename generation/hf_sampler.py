@@ -14,7 +14,8 @@ the decode cost follows the rows still sampling. Per step on 64 rows x SmolLM2's
 (2 CPU cores), a full sort for top-p took ~270 ms and torch.multinomial ~80 ms; so top-p looks
 at each row's top 64 tokens first (~16 ms) and tokens can be drawn by inverse CDF (~5 ms, DRAWS).
 The KV cache is allocated once per chunk and written in place (generation.kv_cache; KV_CACHES):
-transformers' DynamicCache concatenates every layer's cache at every step.
+transformers' DynamicCache concatenates every layer's cache at every step. Long prompts are
+prefilled a few rows at a time (PREFILL_TOKENS), which keeps each forward's activations in cache.
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ def _nucleus(scaled: Any, top_p: float, first_k: int = 64) -> Any:
     return torch.full_like(scaled, float("-inf")).scatter(-1, idx, kept)
 
 
+PREFILL_TOKENS = 4096
+"""Most prompt tokens (rows x padded width) per prefill forward into a preallocated cache (measured on
+2 CPU cores, SmolLM2: 4-7k tokens per forward prefilled fastest, for 50- and 450-token prompts alike)."""
+
 KV_CACHES = ("preallocated", "dynamic")
 """The decode's KV cache: `preallocated` (generation.kv_cache: buffers sized once for prompt +
 max_new_tokens, written in place; the default) or `dynamic` (transformers' DynamicCache, which
@@ -197,12 +202,10 @@ class PrefixSharedSampler:
             mask[i, width - len(p):] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = self._new_cache(len(prompts) * G, width + max_new_tokens)
-        out = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
-                         position_ids=positions.to(device), cache=cache, use_cache=True, logits_to_keep=1)
-        cache = out.cache
+        logits, cache = self._prefill(input_ids.to(device), mask.to(device), positions.to(device), cache)
         if G > 1:
             cache.batch_repeat_interleave(G)
-        logits = out.logits[:, -1].float().repeat_interleave(G, 0)
+        logits = logits.float().repeat_interleave(G, 0)
         mask = mask.repeat_interleave(G, 0).to(device)
         position = positions[:, -1:].repeat_interleave(G, 0).to(device) + 1
         stops = torch.tensor(self.stop_ids, device=device)
@@ -239,6 +242,30 @@ class PrefixSharedSampler:
             keep_n = end + 1 if end is not None else len(seq)
             results.append(Completion(seq[:keep_n], lps[:keep_n], end is None))
         return results
+
+    def _prefill(self, input_ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
+        """The prompts' last-token logits and their cache. Into a preallocated cache, in groups of
+        rows of at most PREFILL_TOKENS tokens: a group's activations stay in the CPU's caches
+        (48 prompts of 450 tokens prefilled 1.8x faster in groups of 8-16 rows on 2 cores)."""
+        import torch
+
+        rows, width = input_ids.shape
+        step = max(1, PREFILL_TOKENS // width)
+        if cache is None or step >= rows:
+            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache,
+                             use_cache=True, logits_to_keep=1)
+            return out.logits[:, -1], out.cache
+        parts, logits = [], []
+        for start in range(0, rows, step):
+            part = slice(start, start + step)
+            out = self.model(input_ids=input_ids[part], attention_mask=mask[part], position_ids=positions[part],
+                             use_cache=True, logits_to_keep=1)
+            parts.append(out.cache)
+            logits.append(out.logits[:, -1])
+        for layer in range(len(parts[0].layers)):
+            cache.update(torch.cat([p.layers[layer].keys for p in parts]),
+                         torch.cat([p.layers[layer].values for p in parts]), layer)
+        return torch.cat(logits), cache
 
     def _new_cache(self, rows: int, length: int) -> Any:
         """The chunk's KV cache (KV_CACHES); None lets the model build its DynamicCache."""

@@ -116,3 +116,27 @@ def test_sampler_decodes_bit_identically_to_the_dynamic_cache(arch, tiny_model_d
         lengths = [len(row.token_ids) for group in results[0] for row in group]
         if temperature > 0:  # rows left the batch while others went on decoding
             assert any(rows_left) and min(lengths) < max(lengths)
+
+
+def test_prefill_in_row_groups_decodes_what_one_prefill_does(tiny_model_dir, monkeypatch):
+    import generation.hf_sampler as sampler_module
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    prompts = [tokenizer(CHAT.format(q), add_special_tokens=False)["input_ids"] for q in QUESTIONS]
+    width = max(len(p) for p in prompts)
+    forwards = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **k: forwards.append(k["input_ids"].shape) or forward(*a, **k))
+    results = {}
+    for budget in (10**9, 2 * width):  # one prefill forward; two rows per forward
+        monkeypatch.setattr(sampler_module, "PREFILL_TOKENS", budget)
+        forwards.clear()
+        results[budget] = PrefixSharedSampler(model, tokenizer, batch_size=64).sample(prompts, 2, 12, 0.0)
+        prefills = [shape for shape in forwards if shape[1] > 1]
+        assert [rows for rows, _ in prefills] == ([len(prompts)] if budget > 10**6 else
+                                                  [2] * (len(prompts) // 2) + [1] * (len(prompts) % 2))
+    one, grouped = results.values()
+    assert [[r.token_ids for r in g] for g in one] == [[r.token_ids for r in g] for g in grouped]
+    for a, b in zip((r.logprobs for g in one for r in g), (r.logprobs for g in grouped for r in g)):
+        assert a == pytest.approx(b, abs=1e-5)

@@ -66,6 +66,8 @@ def test_unsupported_options_are_refused(tmp_path, tiny_model_dir):
     assert unsupported_options(_config(tmp_path, tiny_model_dir)) == []
     cfg = _config(tmp_path, tiny_model_dir, dynamic_filtering=True, length_schedule=[(0, 4), (1, 8)])
     assert unsupported_options(cfg) == ["dynamic_filtering", "length_schedule"]
+    workers = _config(tmp_path, tiny_model_dir, rollout_workers="auto")
+    assert unsupported_options(workers) == ["rollout_workers=auto (TRL generates in its own process)"]
 
 
 def test_dataset_renders_prompts_per_mode(tmp_path, tiny_model_dir):

@@ -70,6 +70,8 @@ def unsupported_options(config: "GRPOConfig") -> list[str]:
         problems.append(f"advantage_transform={config.advantage_transform}")
     if config.rollout_engine == "vllm":  # auto means TRL's own generate here
         problems.append(f"rollout_engine={config.rollout_engine} (TRL brings its own vLLM integration)")
+    if config.rollout_workers != 1:
+        problems.append(f"rollout_workers={config.rollout_workers} (TRL generates in its own process)")
     return problems
 
 
