@@ -142,6 +142,71 @@ sees the same numbers); `dynamic` stays for comparison (benchmarks) and for mode
 are not all full attention, which use it whatever is asked."""
 
 
+MIN_SHARED_PREFIX = 32
+"""Prompts form a prefix family when they share at least this many leading tokens..."""
+MAX_TAIL = 32
+"""...and no member has more than this many tokens after the shared part (a row's /think and
+/no_think renderings differ in their last 7-18 tokens; two questions under one instruction differ
+in a whole question, which gains little and would make the tails' forward a second prefill)."""
+
+
+def prefix_families(prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Prompt indexes in families that share all but a short tail (MIN_SHARED_PREFIX, MAX_TAIL),
+    ordered by their longest prompt; most prompts are a family of one."""
+    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    families: list[list[int]] = []
+    shared = longest = 0
+    for prev, i in zip([None, *order], order):
+        n = 0 if prev is None else min(shared, _common(prompts[prev], prompts[i]))
+        if prev is not None and n >= MIN_SHARED_PREFIX and max(longest, len(prompts[i])) - n <= MAX_TAIL:
+            families[-1].append(i)
+            shared, longest = n, max(longest, len(prompts[i]))
+        else:
+            families.append([i])
+            shared, longest = len(prompts[i]), len(prompts[i])
+    return sorted(families, key=lambda f: (max(len(prompts[i]) for i in f), f[0]))
+
+
+def shared_prefix(family: Sequence[Sequence[int]]) -> int:
+    """Tokens every prompt of `family` starts with, leaving each at least one token of its own."""
+    return min(min(_common(family[0], p) for p in family), min(len(p) for p in family) - 1)
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _chunks(families: list[list[int]], rows: int) -> Iterator[list[list[int]]]:
+    """Consecutive families, as many as fit `rows` prompts per chunk (at least one)."""
+    chunk: list[list[int]] = []
+    for family in families:
+        if chunk and sum(map(len, chunk)) + len(family) > rows:
+            yield chunk
+            chunk = []
+        chunk.append(family)
+    if chunk:
+        yield chunk
+
+
+def _left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    """Token ids and attention mask, left-padded so every row's next token is at the same column."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        if p:
+            input_ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p):] = 1
+    return input_ids, mask
+
+
 class PrefixSharedSampler:
     """k completions per prompt from a transformers causal LM, sharing each prompt's prefill."""
 
@@ -171,38 +236,39 @@ class PrefixSharedSampler:
 
         model = self.model
         device = next(model.parameters()).device
-        # Prompts of similar length share a chunk to limit padding; a chunk holds whole groups.
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        # Prompts that share a long prefix (a row's /think and /no_think renderings) share a chunk and
+        # its prefill; families of similar length share a chunk to limit padding; a chunk holds whole groups.
         per_chunk = max(1, self.batch_size // samples)
+        families = [f[k:k + per_chunk] for f in prefix_families(prompts) for k in range(0, len(f), per_chunk)]
         grouped: list[list[Completion]] = [[] for _ in prompts]
         was_training = model.training
         model.eval()
         try:
             with seeded(seed, device), torch.no_grad():  # not inference_mode: ZeRO-3 reuses gathered params
-                for start in range(0, len(order), per_chunk):
-                    chunk = order[start:start + per_chunk]
-                    rows = self._sample_chunk([list(prompts[i]) for i in chunk], samples, max_new_tokens,
-                                              temperature, top_p, device)
+                for chunk_families in _chunks(families, per_chunk):
+                    chunk = [i for f in chunk_families for i in f]
+                    rows = self._sample_chunk([[list(prompts[i]) for i in f] for f in chunk_families], samples,
+                                              max_new_tokens, temperature, top_p, device)
                     for k, row in enumerate(rows):
                         grouped[chunk[k // samples]].append(row)
         finally:
             model.train(was_training)
         return grouped
 
-    def _sample_chunk(self, prompts: list[list[int]], G: int, max_new_tokens: int, temperature: float,
+    def _sample_chunk(self, families: list[list[list[int]]], G: int, max_new_tokens: int, temperature: float,
                       top_p: float, device: Any) -> list[Completion]:
-        """G rows per prompt, in prompt-major order."""
+        """G rows per prompt, in prompt-major order; `families`: the chunk's prompts, by prefix family."""
         import torch
 
+        prompts = [p for f in families for p in f]
         width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding: every row's next token is at the same column
-            input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[i, width - len(p):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = self._new_cache(len(prompts) * G, width + max_new_tokens)
-        logits, cache = self._prefill(input_ids.to(device), mask.to(device), positions.to(device), cache)
+        if cache is not None and any(len(f) > 1 for f in families):
+            logits, cache, mask, positions = self._prefill_families(families, cache, device)
+        else:
+            input_ids, mask = _left_padded(prompts, self.pad_id)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits, cache = self._prefill(input_ids.to(device), mask.to(device), positions.to(device), cache)
         if G > 1:
             cache.batch_repeat_interleave(G)
         logits = logits.float().repeat_interleave(G, 0)
@@ -242,6 +308,27 @@ class PrefixSharedSampler:
             keep_n = end + 1 if end is not None else len(seq)
             results.append(Completion(seq[:keep_n], lps[:keep_n], end is None))
         return results
+
+    def _prefill_families(self, families: list[list[list[int]]], cache: Any, device: Any) -> tuple[Any, Any, Any, Any]:
+        """Prefill each family's shared prefix once, copy its cache to every member, then the members'
+        own tails in one forward (left-padded tails: the mask has a gap between prefix and tail).
+        Returns the members' last-token logits, the cache, the attention mask and the positions."""
+        import torch
+
+        shared = [shared_prefix(f) for f in families]
+        ids, prefix_mask = _left_padded([f[0][:n] for f, n in zip(families, shared)], self.pad_id)
+        positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
+        _, cache = self._prefill(ids.to(device), prefix_mask.to(device), positions.to(device), cache)
+        source = torch.tensor([k for k, f in enumerate(families) for _ in f], device=device)
+        for layer in cache.layers:
+            layer.batch_gather(source)
+        tails, tail_mask = _left_padded([p[n:] for f, n in zip(families, shared) for p in f], self.pad_id)
+        mask = torch.cat([prefix_mask[source.cpu()], tail_mask], dim=1)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=tails.to(device), attention_mask=mask.to(device),
+                         position_ids=positions[:, -tails.shape[1]:].to(device), cache=cache, use_cache=True,
+                         logits_to_keep=1)
+        return out.logits[:, -1], out.cache, mask, positions
 
     def _prefill(self, input_ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
         """The prompts' last-token logits and their cache. Into a preallocated cache, in groups of

@@ -4,7 +4,8 @@ What: `HFWorkers` implements generation.engine.Engine (and `sync_weights`, so it
 a GRPO rollout engine through trainer.rollout.EngineRollouts) by starting `workers` processes
 (`python -m generation.hf_workers`, each an `HFEngine` on `threads` torch threads), giving each
 an interleaved share of the requests (sorted by prompt length, so every share holds the same
-mix of short and long prompts) and putting the answers back in request order.
+mix of short and long prompts; prompts that share a long prefix stay together, so the sampler
+prefills it once) and putting the answers back in request order.
 
 Why: a 135M model's decode step is a few hundred small matrix products and element-wise ops,
 too small to split across cores. Measured on 2 cores (SmolLM2-135M, bf16, 100 rows x 48 new
@@ -69,10 +70,14 @@ def open_hf(model: str | os.PathLike, workers: int | str = 1, **options: Any) ->
     return HFEngine(model, **options)
 
 
-def shares(lengths: Sequence[int], n: int) -> list[list[int]]:
-    """Request indexes per worker: by prompt length, dealt out in turn (each share mixes short and long)."""
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    return [order[w::n] for w in range(n)]
+def shares(prompts: Sequence[Sequence[int]], n: int) -> list[list[int]]:
+    """Request indexes per worker: prefix families (generation.hf_sampler.prefix_families: a row's
+    renderings in both modes prefill their common prefix once) kept together, in order of length,
+    dealt out in turn (each share mixes short and long)."""
+    from generation.hf_sampler import prefix_families
+
+    families = prefix_families(prompts)
+    return [[i for f in families[w::n] for i in f] for w in range(n)]
 
 
 class HFWorkers:
@@ -173,7 +178,7 @@ class HFWorkers:
         if self._pending_weights:
             self._all(("weights", self._pending_weights))
             self._pending_weights = None
-        parts = shares([len(p) for p in prompts], self.count)
+        parts = shares(prompts, self.count)
         messages = [("generate", [Request(requests[i].text, tuple(prompts[i])) for i in part],
                      _worker_sampling(sampling, w), samples) if part else None
                     for w, part in enumerate(parts)]

@@ -106,6 +106,14 @@ def _layer_class() -> Any:
             source = torch.arange(self.rows, device=self.device).repeat_interleave(repeats)
             self._move_rows(source)
 
+        def batch_gather(self, source: torch.Tensor) -> None:
+            """Row j := old row source[j] (any order, repeats allowed): a shared prefix copied to its prompts."""
+            if not self.filled:
+                return
+            if len(source) > self.key_buffer.shape[0]:
+                self._grow(len(source), self.filled)
+            self._move_rows(source.to(self.device))
+
         def batch_select_indices(self, indices: torch.Tensor) -> None:
             """Keep rows `indices` (ascending, as finished rows leave), now rows 0 .. len(indices) - 1."""
             if not self.filled:

@@ -44,8 +44,12 @@ def workers(tiny_model_dir):
 
 
 def test_shares_deal_length_sorted_requests_in_turn():
-    assert shares([5, 1, 9, 3, 7], 2) == [[1, 0, 2], [3, 4]]
-    assert shares([1, 2], 3) == [[0], [1], []]
+    prompts = [[i] * n for i, n in enumerate([5, 1, 9, 3, 7])]
+    assert shares(prompts, 2) == [[1, 0, 2], [3, 4]]
+    assert shares([[1], [2, 3]], 3) == [[0], [1], []]
+    # A prompt rendered in two modes: one family, one worker.
+    think, no_think = list(range(40)) + [7, 8], list(range(40)) + [9]
+    assert shares([[5] * 50, think, no_think], 2) == [[1, 2], [0]]
     assert resolve_workers(3) == 3 and resolve_workers("auto") >= 1
     with pytest.raises(ValueError):
         resolve_workers(0)

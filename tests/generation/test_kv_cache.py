@@ -140,3 +140,29 @@ def test_prefill_in_row_groups_decodes_what_one_prefill_does(tiny_model_dir, mon
     assert [[r.token_ids for r in g] for g in one] == [[r.token_ids for r in g] for g in grouped]
     for a, b in zip((r.logprobs for g in one for r in g), (r.logprobs for g in grouped for r in g)):
         assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_prompts_sharing_a_prefix_prefill_it_once_and_decode_as_alone(tiny_model_dir, monkeypatch):
+    import generation.hf_sampler as sampler_module
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    long = "tell me, in some detail and with examples, how a cache of keys and values speeds decoding up " * 2
+    texts = [CHAT.format(long + tag) for tag in (" /think", " /no_think")] + [CHAT.format(q) for q in QUESTIONS]
+    prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert sorted(sampler_module.prefix_families(prompts)[-1]) == [0, 1]  # one family, the longest
+    forwards = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **k: forwards.append(k["input_ids"].shape) or forward(*a, **k))
+    results = {}
+    for shared in (True, False):
+        monkeypatch.setattr(sampler_module, "MIN_SHARED_PREFIX", 32 if shared else 10**9)
+        forwards.clear()
+        results[shared] = PrefixSharedSampler(model, tokenizer, batch_size=64).sample(prompts, 2, 10, 0.0)
+        prefills = [shape for shape in forwards if shape[1] > 1]
+        # shared: the prefixes (one row per family), then every prompt's own tail; else one prefill of all
+        assert [rows for rows, _ in prefills] == ([len(prompts) - 1, len(prompts)] if shared else [len(prompts)])
+    ours, alone = results[True], results[False]
+    assert [[r.token_ids for r in g] for g in ours] == [[r.token_ids for r in g] for g in alone]
+    for a, b in zip((r.logprobs for g in ours for r in g), (r.logprobs for g in alone for r in g)):
+        assert a == pytest.approx(b, abs=1e-4)
