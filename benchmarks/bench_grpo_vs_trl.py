@@ -8,8 +8,9 @@ Each backend runs in its own fresh process (no shared thread pools, caches or gl
 flags); the median step time over the steps after the first (warm-up) is compared. Rounds
 alternate the backends and each keeps its best round, because on a shared machine the load of
 other work changes by more than the difference being measured.
-Our rollouts sample on one process per core by default (`--rollout-workers auto`, generation.hf_workers;
-`1` samples on the trainer's own module); TRL generates with `model.generate` in its process.
+Our rollouts sample on the trainer's own module (`--rollout-workers 1`; `auto` samples on one process
+per core, generation.hf_workers, which at 16 rollouts a step cost more than it gained: 5.38 s vs 4.32 s
+a step on 2 cores, 2026-12-07); TRL generates with `model.generate` in its process.
 Goal (issue 33): ours <= 0.3 x TRL's step time (issue 4's was 0.7).
 
 Usage: nice python benchmarks/bench_grpo_vs_trl.py [--steps 4] [--out .cascade/bench/grpo]
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generations", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rollout-workers", default="auto", help="our hf rollout engine's CPU processes (rollout_workers: "
+    ap.add_argument("--rollout-workers", default="1", help="our hf rollout engine's CPU processes (rollout_workers: "
                     "auto = one per core, 1 = the trainer's own module); TRL's generate runs in its process")
     ap.add_argument("--rounds", type=int, default=2, help="alternating torch/trl rounds; the best round counts")
     ap.add_argument("--policy", default=None, help="checkpoint to start from (default: SmolLM2-135M-Instruct); "
