@@ -50,6 +50,17 @@ def request_token_ids(tokenizer: Any, requests: Sequence[Request]) -> list[list[
     return [x or [] for x in ids]
 
 
+def checked_prompt_ids(tokenizer: Any, requests: Sequence[Request], sampling: Sampling, samples: int,
+                       context_length: int | None) -> list[list[int]]:
+    """The requests' prompt ids after the checks every local engine makes before sampling anything:
+    `samples` at least 1, and PromptTooLong naming every prompt with no room for max_new_tokens."""
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
+    prompts = request_token_ids(tokenizer, requests)
+    check_prompt_lengths([len(p) for p in prompts], context_length, sampling.max_new_tokens)
+    return prompts
+
+
 class HFEngine:
     """Transformers generation behind the Engine interface (see the module docstring)."""
 
@@ -117,12 +128,9 @@ class HFEngine:
 
     def generate(self, requests: Sequence[Request], sampling: Sampling, samples: int = 1) -> list[list[Sample]]:
         """`samples` completions per request; raises PromptTooLong before sampling any (see module)."""
-        if samples < 1:
-            raise ValueError(f"samples must be at least 1, got {samples}")
-        if not requests:
+        prompts = checked_prompt_ids(self.tokenizer, requests, sampling, samples, self.context_length)
+        if not prompts:
             return []
-        prompts = request_token_ids(self.tokenizer, requests)
-        check_prompt_lengths([len(p) for p in prompts], self.context_length, sampling.max_new_tokens)
         grouped = self.sampler.sample(prompts, samples, sampling.max_new_tokens, sampling.temperature,
                                       sampling.top_p, seed=sampling.seed)
         decode = self.tokenizer.decode

@@ -35,7 +35,7 @@ import tempfile
 from multiprocessing.connection import Connection
 from typing import Any, Sequence
 
-from generation.engine import Request, Sample, Sampling, check_prompt_lengths
+from generation.engine import Request, Sample, Sampling
 
 WORKER_SEED_STRIDE = 1_000_003
 """Worker w samples its share with seed + w * this (worker 0 keeps the call's seed)."""
@@ -167,14 +167,11 @@ class HFWorkers:
 
     def generate(self, requests: Sequence[Request], sampling: Sampling, samples: int = 1) -> list[list[Sample]]:
         """`samples` completions per request; raises PromptTooLong before sampling any."""
-        from generation.hf import request_token_ids
+        from generation.hf import checked_prompt_ids
 
-        if samples < 1:
-            raise ValueError(f"samples must be at least 1, got {samples}")
-        if not requests:
+        prompts = checked_prompt_ids(self.tokenizer, requests, sampling, samples, self.context_length)
+        if not prompts:
             return []
-        prompts = request_token_ids(self.tokenizer, requests)
-        check_prompt_lengths([len(p) for p in prompts], self.context_length, sampling.max_new_tokens)
         if self._pending_weights:
             self._all(("weights", self._pending_weights))
             self._pending_weights = None

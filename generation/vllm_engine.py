@@ -35,8 +35,8 @@ import socket
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Sequence
 
-from generation.engine import Request, Sample, Sampling, check_prompt_lengths
-from generation.hf import request_token_ids
+from generation.engine import Request, Sample, Sampling
+from generation.hf import checked_prompt_ids
 from generation.hf_sampler import GREEDY_BELOW, seeded, stop_token_ids
 
 
@@ -191,12 +191,9 @@ class VLLMEngine:
         """`samples` completions per request; raises PromptTooLong before sampling any."""
         from vllm import SamplingParams
 
-        if samples < 1:
-            raise ValueError(f"samples must be at least 1, got {samples}")
-        if not requests:
+        prompts = checked_prompt_ids(self.tokenizer, requests, sampling, samples, self.context_length)
+        if not prompts:
             return []
-        prompts = request_token_ids(self.tokenizer, requests)
-        check_prompt_lengths([len(p) for p in prompts], self.context_length, sampling.max_new_tokens)
         greedy = sampling.temperature < GREEDY_BELOW
         params = SamplingParams(
             n=1 if greedy else samples,

@@ -78,9 +78,10 @@ def dagster_server(tmp_path: Path):
     # The tiny recipe with one sharded source, so the UI shows shards and an executor on its assets.
     recipe = yaml.safe_load((REPO_ROOT / "recipes" / "tiny.yaml").read_text())
     next(s for s in recipe["sources"] if s["name"] == SHARDED)["shards"] = 2
-    # The checkpoint the UI launches reads two sources (the sharded one among them): every step of the
-    # run is a process of its own, and the pages need one corpus with its accounting, not seven.
-    recipe["sft_stages"][0]["sources"] = [SHARDED, "math_sft"]
+    # The checkpoint the UI launches reads two sources, not seven (each step of the run is a process of its
+    # own): the sharded one, and swe_pool, part of whose rows the corpus drops (the SWE split), so the
+    # accounting lists reasons.
+    recipe["sft_stages"][0]["sources"] = [SHARDED, "swe_pool"]
     (tmp_path / "tiny_sharded.yaml").write_text(yaml.safe_dump(recipe))
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster"), "CASCADE_HOME": str(tmp_path / "home"),
            "CASCADE_RECIPE": str(tmp_path / "tiny_sharded.yaml"), "HF_HUB_OFFLINE": "1"}
