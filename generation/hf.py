@@ -50,6 +50,14 @@ def request_token_ids(tokenizer: Any, requests: Sequence[Request]) -> list[list[
     return [x or [] for x in ids]
 
 
+def hf_version() -> str:
+    """The `hf` engine's version (part of the generation cache key): transformers + torch."""
+    import torch
+    import transformers
+
+    return f"hf-transformers{transformers.__version__}-torch{torch.__version__}"
+
+
 def checked_prompt_ids(tokenizer: Any, requests: Sequence[Request], sampling: Sampling, samples: int,
                        context_length: int | None) -> list[list[int]]:
     """The requests' prompt ids after the checks every local engine makes before sampling anything:
@@ -121,10 +129,7 @@ class HFEngine:
 
     @property
     def version(self) -> str:
-        import torch
-        import transformers
-
-        return f"hf-transformers{transformers.__version__}-torch{torch.__version__}"
+        return hf_version()
 
     def generate(self, requests: Sequence[Request], sampling: Sampling, samples: int = 1) -> list[list[Sample]]:
         """`samples` completions per request; raises PromptTooLong before sampling any (see module)."""

@@ -126,10 +126,9 @@ class HFWorkers:
 
     @property
     def version(self) -> str:
-        import torch
-        import transformers
+        from generation.hf import hf_version
 
-        return f"hf-transformers{transformers.__version__}-torch{torch.__version__}"
+        return hf_version()
 
     def _all(self, message: tuple) -> list[Any]:
         """Send one message to every worker, then collect every answer."""

@@ -166,18 +166,18 @@ def evaluate_checkpoint(
     try:
         # Every (set, mode) greedy in one call: the engine sorts all rows by length into full batches.
         cells = [(domain, mode) for domain, eval_set in eval_sets.items() for mode in eval_set.modes or modes]
-        texts = {(d, mode): render_prompts(prompts, mode, tools)
-                 for d, mode in cells for prompts, tools in [_prompts_and_tools(eval_sets[d])]}
+        inputs = {d: _prompts_and_tools(eval_set) for d, eval_set in eval_sets.items()}
+        rewards = {d: maybe_cached(eval_set.reward, cache_path(reward_cache)) for d, eval_set in eval_sets.items()}
+        texts = {(d, mode): render_prompts(inputs[d][0], mode, inputs[d][1]) for d, mode in cells}
         flat = complete_greedy(gen, [t for cell in cells for t in texts[cell]], max_new_tokens, seed)
         start = 0
         for domain, mode in cells:
-            eval_set, n = eval_sets[domain], len(texts[domain, mode])
+            eval_set, reward, n = eval_sets[domain], rewards[domain], len(texts[domain, mode])
             completions, start = flat[start:start + n], start + n
-            reward = maybe_cached(eval_set.reward, cache_path(reward_cache))
             cell = results.setdefault(domain, {})[mode] = score_completions(eval_set, completions, reward=reward)
             if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):
                 cell["tts"] = eval_set.tts.run(  # trainer.tts, through the plan
-                    gen, _prompts_and_tools(eval_set)[0], texts[domain, mode], reward_columns(eval_set.table), reward,
+                    gen, inputs[domain][0], texts[domain, mode], reward_columns(eval_set.table), reward,
                     max_new_tokens, seed, row_ids(eval_set.table))
     finally:
         gen.close()
