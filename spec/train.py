@@ -7,9 +7,8 @@ field path, before anything trains. The trainer's run configs (`trainer.config.S
 `GRPOConfig`) and the reward-model trainer's `RMConfig` extend these models with what the
 platform fills in (policy, dataset, output folder, seed, rewards), so each hyperparameter is
 declared once. Defaults follow the Cascade RL recipe (docs/cascade_rl.md#grpo-as-used), scaled
-down where the paper's numbers only make sense on a GPU cluster (batch sizes, lengths).
-
-No torch import: the CLI, the Dagster code location and the recipe loader read these cheaply.
+down where the paper's numbers only make sense on a GPU cluster (batch sizes, lengths). No torch
+import: the CLI, the Dagster code location and the recipe loader read these cheaply.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from spec.yaml_load import BoundedDict
 
 DEFAULT_SYSTEM = "You are a helpful and harmless assistant."
 """The system turn of every rendered conversation unless a row or stage gives its own."""
-
 
 MAX_LOGPROB_DIFF = 0.05
 """Default bound of the `training_signal` check on an RL stage's mean |log π_train − log π_sampler| per token
@@ -177,6 +175,8 @@ class GRPOSettings(StageSettings):
     """With dynamic_filtering, sample more prompts until prompts_per_step groups have signal."""
     max_refill_rounds: int = Field(default=2, ge=0)
     """Upper bound on extra sampling rounds per step when refilling."""
+    refill_prompts: int | None = Field(default=None, ge=1)
+    """With refill, prompts sampled in every round of a step: at least the groups still needed (None: exactly those). Where small batches decode at the cost of one (CPU processes), a larger round finds its groups with signal in fewer rounds; groups beyond the step's need are dropped."""
     retire_solved_prompts: bool = False
     """Math RL (the paper): prompts whose G rollouts all scored the same (always or never solved) leave later epochs. Here they leave for good (kept only while fewer than one step's prompts would remain); the paper's per-epoch removal re-samples removed math prompts later, which is not built."""
     overlong_filtering: bool = True

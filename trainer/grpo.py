@@ -63,6 +63,9 @@ def _stats(values: list[float]) -> tuple[float, float]:
     mean = sum(values) / len(values)
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
+# What one step collects, per rank, before `_metrics` reduces it.
+STEP_LISTS = ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards", "lengths", "truncated",
+              "refill_rounds", "think", "uniform_prompts", "reward_cache_hits", "reward_cache_misses", "audit", "lp_gap")
 
 class GRPOTrainer(TrainerBase[GRPOConfig]):
     """Group-relative policy optimisation: sample G rollouts per prompt, score them, one update."""
@@ -182,9 +185,10 @@ class GRPOTrainer(TrainerBase[GRPOConfig]):
         cfg, backend = self.config, self.backend
         kept: list[tuple] = []
         need = cfg.prompts_per_step
-        rounds = 1 + (cfg.max_refill_rounds if cfg.dynamic_filtering and cfg.refill else 0)
+        refilling = cfg.dynamic_filtering and cfg.refill
+        rounds = 1 + (cfg.max_refill_rounds if refilling else 0)
         for round_ in range(rounds):
-            picked = self.order.take(need)  # same global order on every rank
+            picked = self.order.take(max(need, cfg.refill_prompts or 0) if refilling else need)  # same order on every rank
             mine = picked[self.rank::self.world_size]
             t0 = time.perf_counter()
             groups = self._sample(mine, step, round_, max_new, temp) if mine else []
@@ -211,7 +215,7 @@ class GRPOTrainer(TrainerBase[GRPOConfig]):
             if need <= 0 or round_ + 1 == rounds:
                 break
             metrics["refill_rounds"].append(1)
-        if cfg.dynamic_filtering and cfg.refill:
+        if refilling:
             kept = kept[:max(0, math.ceil(cfg.prompts_per_step / self.world_size))]
         return kept
 
@@ -220,9 +224,7 @@ class GRPOTrainer(TrainerBase[GRPOConfig]):
         cfg, backend = self.config, self.backend
         t_start = time.perf_counter()
         max_new, temp = cfg.budget_at(step)
-        m: dict[str, list] = {k: [] for k in ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards",
-                                              "lengths", "truncated", "refill_rounds", "think", "uniform_prompts",
-                                              "reward_cache_hits", "reward_cache_misses", "audit", "lp_gap")}
+        m: dict[str, list] = {k: [] for k in STEP_LISTS}
         kept = self._collect(step, max_new, temp, m)
         uniform, audit = m.pop("uniform_prompts"), m.pop("audit")
         if cfg.retire_solved_prompts:

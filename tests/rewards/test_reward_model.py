@@ -68,6 +68,18 @@ def test_pooling_ignores_padding(rm_dir, side, pad_is_eos):
     assert scorer.tokenizer.eos_token in render(prompts[0], responses[0])
 
 
+def test_scores_come_back_in_input_order_from_length_sorted_batches(rm_dir):
+    """Texts are batched by length (shortest first), so batches of 2 mix rows from all over the
+    input: each score must still land on its own row and equal the row's score alone."""
+    scorer = RewardModelScorer(rm_dir, batch_size=2)
+    lengths = [9, 1, 25, 4, 16, 1, 30]
+    prompts = [f"Question {i}?" for i in range(len(lengths))]
+    responses = [" ".join(["plus"] * n) + f" {i}" for i, n in enumerate(lengths)]
+    alone = [scorer([p], [r])[0] for p, r in zip(prompts, responses)]
+    assert len(set(round(a, 4) for a in alone)) > 3  # the rows score differently, so a mix-up shows
+    assert scorer(prompts, responses) == pytest.approx(alone, abs=1e-4)
+
+
 def test_render_scores_the_final_text_only():
     assert render("q", "<think>secret</think>answer") == render("q", "answer")
     assert "secret" not in render("q", "<think>secret</think>answer")

@@ -86,6 +86,30 @@ def test_zero_variance_groups_are_filtered_and_weights_stay(grpo_kwargs, tiny_mo
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
+def test_refill_prompts_sample_whole_rounds(grpo_kwargs):
+    """refill_prompts: every round of a refilled step samples that many prompts (here 3 where the step
+    needs 2), so two rounds without signal filter 6 groups, not 4; a step never trains more groups
+    than prompts_per_step."""
+    base = {**grpo_kwargs, "max_steps": 1, "dynamic_filtering": True, "refill": True, "max_refill_rounds": 1}
+    for extra, groups in (({}, 4), ({"refill_prompts": 3}, 6)):
+        result = run_stage(GRPOConfig(**{**base, **extra, "rewards": [FAKE + "ConstantReward"],
+                                         "output_dir": f"{base['output_dir']}_{groups}"}))
+        (row,) = pq.read_table(result.metrics_path).to_pylist()
+        assert (row["filtered_groups"], row["refill_rounds"], row["trained_rollouts"]) == (groups, 1, 0)
+    # With a signal in all 3 groups of the first round, the step keeps the 2 it needs.
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.backends.torch_backend import TorchBackend
+    from trainer.grpo import STEP_LISTS
+
+    cfg = GRPOConfig(**{**base, "refill_prompts": 3, "overlong_filtering": False})
+    trainer = GRPOTrainer(cfg, AutoTokenizer.from_pretrained(cfg.policy))
+    trainer.attach(TorchBackend(AutoModelForCausalLM.from_pretrained(cfg.policy), cfg, 1, 0))
+    collected: dict[str, list] = {k: [] for k in STEP_LISTS}
+    kept = trainer._collect(0, cfg.max_new_tokens, 1.0, collected)
+    assert collected["zero_var"] == [0, 0, 0] and len(kept) == cfg.prompts_per_step == 2
+
+
 def test_failing_reward_is_recorded_not_fatal(grpo_kwargs):
     result = run_stage(GRPOConfig(**{**grpo_kwargs, "max_steps": 1,
                                     "rewards": [FAKE + "ExplodingReward", FAKE + "LengthReward"]}))
