@@ -33,7 +33,7 @@ TEST_WORKERS ?= auto
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: setup
-	$(VENV)/bin/python -m pytest -q -rs --durations=15 $(PARALLEL)
+	$(VENV)/bin/python -m pytest -q -rs --durations=40 $(PARALLEL)
 
 test-fast: setup
 	$(VENV)/bin/python -m pytest -q -m "not slow" $(PARALLEL)
