@@ -67,6 +67,7 @@ def _stats(values: list[float]) -> tuple[float, float]:
 STEP_LISTS = ("time_generation_s", "time_reward_s", "groups", "zero_var", "rewards", "lengths", "truncated",
               "refill_rounds", "think", "uniform_prompts", "reward_cache_hits", "reward_cache_misses", "audit", "lp_gap")
 
+
 class GRPOTrainer(TrainerBase[GRPOConfig]):
     """Group-relative policy optimisation: sample G rollouts per prompt, score them, one update."""
 
