@@ -153,9 +153,12 @@ def test_sequential_sessions_leak_nothing() -> None:
         assert proc.readline(5.0) == b"PING"
         uids.add(proc.uid)
         proc.close(kill=i % 2 == 0)
-    assert fds() == before
+    assert fds() == before  # each session's slot lock fd closed with it: the slot was released
     assert threading.active_count() == threads
-    assert len(uids) == 1  # one after another, each reuses the slot the last one released
+    # Slots are machine-wide (sandboxes.slots), so another pytest worker's sandbox may hold the lowest one
+    # when a session starts and it takes the next: the uids need not be one, but a session that kept its
+    # slot would make every later one take a new uid.
+    assert len(uids) < 15
 
 
 def test_sandbox_problem_is_reported_by_close(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
