@@ -3,13 +3,13 @@
 A checkpoint's eval asset scores several domains, and Dagster versions an asset whole. So its code
 version is made of per-domain code versions (`domain_code_version`: the import closure of the code
 that scores a set, found without importing it by spec.hashing.closure_version, plus the version of
-that domain's eval reward and its benchmarks' eval settings), and covers only the domains the asset
-scores (`eval_plan`): editing the math reward re-versions the math domain only, and an eval that
-does not score math stays fresh. Each domain's cells carry a data version (`domain_versions`: its
-code, the checkpoint, its eval sets, the reward model when it reads one, the eval config); the
-lineage record lists them, and a new report takes an unchanged domain's cells from an earlier
-report of the same checkpoint whose record verifies (`reusable_cells`), so only the domains whose
-version moved are evaluated again.
+that domain's eval reward and its benchmarks' eval settings: limit, budget, TTS), and covers only
+the domains the asset scores (`eval_plan`): editing the math reward re-versions the math domain
+only, and an eval that does not score math stays fresh. Each domain's cells carry a data version
+(`domain_versions`: its code, the checkpoint, its eval sets, the reward model when it reads one, the
+eval config); the lineage record lists them, and a new report takes an unchanged domain's cells from
+an earlier report of the same checkpoint whose record verifies (`reusable_cells`), so only the
+domains whose version moved are evaluated again.
 
 Why one asset per checkpoint rather than one per (checkpoint, domain): the checkpoint is loaded
 once for all its domains, and the gates, the report and the forgetting matrix keep reading one
@@ -55,7 +55,7 @@ def _reads_rm(recipe: Recipe, domain: str) -> bool:
 def domain_code_version(recipe: Recipe, domain: str) -> str:
     """The code that scores eval `domain`: EVAL_CODE's import closure with the engine's (and trainer.tts
     when a benchmark of the domain samples k), the domain's eval reward version (and the reward
-    model's when a TTS plan selects by it), and the benchmarks' eval settings (eval_limit, tts)."""
+    model's when a TTS plan selects by it), and the benchmarks' eval settings (eval_limit, eval_max_new_tokens, tts)."""
     from generation.engine import ENGINES
     from rewards.registry import reward_code_versions
 
@@ -64,7 +64,14 @@ def domain_code_version(recipe: Recipe, domain: str) -> str:
                *(["generation.hf_workers:open_hf"] if recipe.evals.engine == "hf" and recipe.evals.workers != 1 else [])]
     rewards = [eval_reward_for(domain), *(["rm"] if any(b.tts and b.tts.select == "rm" for b in benches) else [])]
     return stable_hash({"code": closure_version(targets), "rewards": reward_code_versions(sorted(set(rewards))),
-                        "sets": [b.model_dump(mode="json", include={"eval_limit", "tts"}) for b in benches]})
+                        "sets": [_eval_settings(b) for b in benches]})
+
+
+def _eval_settings(bench: Any) -> dict[str, Any]:
+    """A benchmark's settings that change its scores; an unset budget is left out so that the versions
+    of sets that do not set one stay what they were before the field existed."""
+    budget = {"eval_max_new_tokens": bench.eval_max_new_tokens} if bench.eval_max_new_tokens else {}
+    return {**bench.model_dump(mode="json", include={"eval_limit", "tts"}), **budget}
 
 
 def eval_code_version(recipe: Recipe, domains: list[str]) -> str:

@@ -111,7 +111,7 @@ def _eval_sets(context: Context, store: CascadeStore, recipe: Recipe, rm_path: s
                           selector)
             modes = tuple(bench.tts.modes) if bench.tts.modes else None
         sets[bench.eval_domain] = EvalSet(table=rows, reward=get_reward(reward, **options), tts=tts,
-                                          tts_modes=modes)
+                                          tts_modes=modes, max_new_tokens=bench.eval_max_new_tokens)
     return sets
 
 

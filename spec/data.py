@@ -127,6 +127,8 @@ class BenchmarkSpec(Settings):
     """If set, this benchmark is a held-out eval set for that domain (the eval domain of a stage kind)."""
     eval_limit: int | None = Field(default=None, gt=0)
     """Evaluate on at most this many rows."""
+    eval_max_new_tokens: int | None = Field(default=None, gt=0)
+    """Generation budget of this set's eval answers (greedy and TTS); None: `evals.max_new_tokens`. A SWE patch needs more tokens than a multiple-choice letter."""
     tts: TTSSpec | None = None
     """Test-time scaling of this eval set (needs `eval_domain`); None = greedy only."""
 

@@ -57,6 +57,8 @@ class EvalSet:
     """A trainer.tts.TTSPlan: also sample k per row and report best@k / select@k; None = greedy only."""
     tts_modes: tuple[str, ...] | None = None
     """Modes the TTS plan runs in; None = every mode the set is evaluated in."""
+    max_new_tokens: int | None = None
+    """Generation budget of this set's answers; None = evaluate_checkpoint's `max_new_tokens`."""
 
 
 @dataclass
@@ -145,7 +147,8 @@ def evaluate_checkpoint(
     """Evaluate `checkpoint_dir` on every set in every mode -> {domain: {mode: cell}} (EvalScore.as_dict).
 
     Completions come from a generation engine (generation.engine: `hf` by default, `vllm` on a
-    GPU, `openai` for a served model), greedy, the prompts of every set and mode in one call.
+    GPU, `openai` for a served model), greedy, the prompts of every set and mode in one call per
+    generation budget (`max_new_tokens`, or a set's own `EvalSet.max_new_tokens`).
     A set with a TTS plan also gets `cell["tts"]` (trainer.tts.run_tts: best@k and select@k), run
     through the plan, so the TTS code is part of what evaluates a set only when it has one.
     `dtype` of the hf engine: `auto` = bfloat16 where the hardware computes it natively, else float32.
@@ -164,21 +167,26 @@ def evaluate_checkpoint(
     gen = build_engine(engine, str(checkpoint_dir), **options, **({"workers": workers} if engine == "hf" else {}))
     results: dict[str, dict[str, dict[str, Any]]] = {}
     try:
-        # Every (set, mode) greedy in one call: the engine sorts all rows by length into full batches.
+        # Every (set, mode) of one budget greedy in one call: the engine sorts all rows by length into full batches.
         cells = [(domain, mode) for domain, eval_set in eval_sets.items() for mode in eval_set.modes or modes]
+        budget = {d: eval_set.max_new_tokens or max_new_tokens for d, eval_set in eval_sets.items()}
         inputs = {d: _prompts_and_tools(eval_set) for d, eval_set in eval_sets.items()}
         rewards = {d: maybe_cached(eval_set.reward, cache_path(reward_cache)) for d, eval_set in eval_sets.items()}
         texts = {(d, mode): render_prompts(inputs[d][0], mode, inputs[d][1]) for d, mode in cells}
-        flat = complete_greedy(gen, [t for cell in cells for t in texts[cell]], max_new_tokens, seed)
-        start = 0
+        completions: dict[tuple[str, str], list[str]] = {}
+        for tokens in sorted(set(budget.values())):
+            group = [cell for cell in cells if budget[cell[0]] == tokens]
+            flat = complete_greedy(gen, [t for cell in group for t in texts[cell]], tokens, seed)
+            for cell in group:
+                completions[cell], flat = flat[:len(texts[cell])], flat[len(texts[cell]):]
         for domain, mode in cells:
-            eval_set, reward, n = eval_sets[domain], rewards[domain], len(texts[domain, mode])
-            completions, start = flat[start:start + n], start + n
-            cell = results.setdefault(domain, {})[mode] = score_completions(eval_set, completions, reward=reward)
+            eval_set, reward = eval_sets[domain], rewards[domain]
+            cell = results.setdefault(domain, {})[mode] = score_completions(
+                eval_set, completions[domain, mode], reward=reward)
             if eval_set.tts is not None and mode in (eval_set.tts_modes or (mode,)):
                 cell["tts"] = eval_set.tts.run(  # trainer.tts, through the plan
                     gen, inputs[domain][0], texts[domain, mode], reward_columns(eval_set.table), reward,
-                    max_new_tokens, seed, row_ids(eval_set.table))
+                    budget[domain], seed, row_ids(eval_set.table))
     finally:
         gen.close()
     return results

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -122,3 +123,35 @@ def test_evaluate_checkpoint_tiny_model(lively_model_dir):
 def test_evaluate_checkpoint_rejects_unknown_mode(tiny_model_dir):
     with pytest.raises(ValueError, match="mode"):
         evaluate_checkpoint(tiny_model_dir, {}, modes=("fast",))
+
+
+def test_a_set_with_its_own_budget_is_decoded_at_it_and_the_others_at_the_default(monkeypatch):
+    """One engine call per budget: the SWE-like set gets its 64 tokens (greedy and its TTS plan),
+    the others the call's 8, and every completion still lands on its own row."""
+    import generation.engine as engine_module
+
+    calls: list[tuple[int, list[str]]] = []
+
+    class BudgetEchoEngine:
+        def generate(self, requests, sampling):
+            calls.append((sampling.max_new_tokens, [r.text for r in requests]))
+            return [[SimpleNamespace(text=f"{sampling.max_new_tokens}|{r.text}")] for r in requests]
+
+        def close(self):
+            pass
+
+    class SeenBudget:
+        def run(self, gen, prompts, texts, columns, reward, max_new_tokens, seed, ids):
+            return {"budget": max_new_tokens}
+
+    monkeypatch.setattr(engine_module, "build_engine", lambda *a, **k: BudgetEchoEngine())
+    short, long_ = RecordingReward(), RecordingReward()
+    sets = {"math": EvalSet(_table(["1", "0"]), short),
+            "swe": EvalSet(_table(["1", "0", "1"]), long_, max_new_tokens=64, tts=SeenBudget())}
+    out = evaluate_checkpoint("unused", sets, modes=("no_think",), max_new_tokens=8, reward_cache="off")
+    assert sorted(budget for budget, _ in calls) == [8, 64] and [len(p) for _, p in sorted(calls)] == [2, 3]
+    assert all(c.startswith("8|") for c in short.calls[0][1])
+    swe_completions = long_.calls[0][1]
+    assert [c.split("|")[0] for c in swe_completions] == ["64"] * 3
+    assert [c.split("|", 1)[1] for c in swe_completions] == dict(calls)[64]  # row order kept
+    assert out["swe"]["no_think"]["tts"] == {"budget": 64} and "tts" not in out["math"]["no_think"]
