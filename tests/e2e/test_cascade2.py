@@ -1,4 +1,5 @@
-"""The Cascade 2 recipe: recipes/cascade2.yaml validates under its own stage order, and a tiny
+"""The Cascade 2 recipes: recipes/cascade2.yaml (and cascade2_proof.yaml, which extends it) validate
+under their own stage order, and a tiny
 version of it (same graph, tiny random model, a few rows per source) materializes end to end
 through Dagster; MOPD's lineage names its teachers, and retraining a teacher makes MOPD stale."""
 
@@ -31,6 +32,16 @@ def test_cascade2_recipe_validates_in_its_order() -> None:
     assert len(recipe.sft_stages) == 1
     with pytest.raises(RecipeError, match="against the cascade order"):
         parse_recipe(_data() | {"stage_order": "cascade"})  # Cascade 1's order refuses it
+
+
+def test_the_proof_recipe_extends_cascade2_with_bigger_evals_and_a_patch_sized_swe_budget() -> None:
+    proof, base = load_recipe(REPO_ROOT / "recipes" / "cascade2_proof.yaml"), load_recipe(CASCADE2)
+    assert proof.stage_order == "cascade2" and [s.name for s in proof.rl_stages] == ORDER
+    assert [s.kind for s in proof.rl_stages] == [s.kind for s in base.rl_stages] and proof.seed == base.seed
+    evals = {b.eval_domain: b for b in proof.benchmarks if b.eval_domain}
+    assert len(evals) == 8 and {b.eval_limit for b in evals.values()} == {128}
+    assert evals["swe"].eval_max_new_tokens == 128 > proof.evals.max_new_tokens  # a patch does not fit in 48
+    assert all(b.eval_max_new_tokens is None for d, b in evals.items() if d != "swe")
 
 
 def test_teacher_checks_name_field_paths() -> None:
