@@ -31,8 +31,11 @@ on an earlier domain": a fine-tune that narrows the output format. Recovery is a
 GRPO, same steps, prompts, generations and learning rate. Measured 2026-12-06 on the shared
 2-core CPU (/work/notes/recovery.json, recovery_ifeval.json): 8 SFT steps at lr 1e-4 took B from
 0 to 48/48 but A's drop was not significant (mcqa 4/48 -> 1/48, p = 0.22; ifeval 10/48 -> 9/48),
-so at this scale the benchmark does not yet show recovery; a GPU run should raise --eval-n,
---degrade-steps and --recover-steps.
+so from SmolLM2 itself the benchmark does not show recovery. From a checkpoint that is good at
+tool calls it does: the multi-domain RL checkpoint of recipes/cascade2_proof.yaml (tool_call 64/64)
+with `--victim tool_call` fell to 0/64 after the 8 SFT steps on JSON answers (p = 5e-20); 6 MOPD
+steps brought it back to 64/64 (p = 5e-20) while 6 GRPO steps left it at 0/64 (no sampled group
+had reward variance: no gradient), 2026-12-07, docs/results.md has the command and the table.
 
 `--probe` instead prints, per candidate domain, the greedy pass rate and how many sampled
 groups (temperature 1) have reward variance, the facts that pick a victim (a non-trivial
