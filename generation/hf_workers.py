@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 from multiprocessing.connection import Connection
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from generation.engine import Request, Sample, Sampling
 
@@ -136,9 +136,12 @@ class HFWorkers:
 
     def _exchange(self, messages: Sequence[tuple | None]) -> list[Any]:
         """Send messages[w] to worker w (None: nothing), then wait for each answer in turn."""
-        for conn, message in zip(self._conns, messages):
+        for w, (conn, message) in enumerate(zip(self._conns, messages)):
             if message is not None:
-                conn.send(message)
+                try:
+                    conn.send(message)
+                except OSError:  # a worker that already died: its pipe is closed (BrokenPipeError)
+                    self._raise_exited(w)
         answers = []
         for w, (conn, message) in enumerate(zip(self._conns, messages)):
             if message is None:
@@ -147,12 +150,15 @@ class HFWorkers:
             try:
                 status, value = conn.recv()
             except (EOFError, OSError):
-                code = self._procs[w].wait()
-                raise RuntimeError(f"hf worker {w} (pid {self._procs[w].pid}) exited with code {code}") from None
+                self._raise_exited(w)
             if status == "error":
                 raise RuntimeError(f"hf worker {w} (pid {self._procs[w].pid}) failed:\n{value}")
             answers.append(value)
         return answers
+
+    def _raise_exited(self, w: int) -> NoReturn:
+        code = self._procs[w].wait()
+        raise RuntimeError(f"hf worker {w} (pid {self._procs[w].pid}) exited with code {code}") from None
 
     def sync_weights(self, model: Any) -> None:
         """Make every worker sample from `model`'s current weights (written now, loaded at the next call)."""
